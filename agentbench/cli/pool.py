@@ -1,0 +1,134 @@
+"""`agentbench pool ...` commands: build, validate, stats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..execution import SANDBOX_KINDS, Job, make_executor
+from ..pools import (
+    build_pool,
+    execution_problems,
+    load_pool,
+    pool_stats,
+    read_sources,
+    resolve_pool_path,
+    scan_pool,
+    structural_problems,
+    write_pool,
+)
+from ..progress import progress_bar, stderr
+
+app = typer.Typer(help="Build, validate and describe task pools.", no_args_is_help=True)
+console = Console()
+
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Executor: {', '.join(SANDBOX_KINDS)}.")]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--sandbox-workers", help="Parallel workers (default: cores).")
+]
+
+
+def _runner(executor, label: str):
+    rounds = 0
+
+    def run(jobs: list[Job]):
+        nonlocal rounds
+        rounds += 1
+        with progress_bar(f"{label} ({rounds})" if rounds > 1 else label, len(jobs)) as advance:
+            return executor.run(jobs, progress=advance)
+
+    return run
+
+
+@app.command("build")
+def build(
+    src: Annotated[Path, typer.Option("--from", help="Source JSONL/TOML file or a directory of them.")],
+    out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
+    distractors: Annotated[int, typer.Option(min=0, max=4, help="Distractors per query (at most 4).")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed for choosing among mutants.")] = 0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per execution (mutants may loop).")] = 5.0,
+    sandbox: SandboxOpt = "auto",
+    workers: WorkersOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,
+) -> None:
+    """Turn canonical implementations with tests into a pool of execution-verified distractors."""
+    tasks = read_sources(src)
+    with make_executor(sandbox, workers) as executor:
+        pool, report = build_pool(
+            tasks,
+            _runner(executor, "executing"),
+            distractors=distractors,
+            seed=seed,
+            name=out.name,
+            timeout=timeout,
+        )
+    write_pool(pool, out)
+    summary = report.to_json()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"pool build -> {out}", show_header=False)
+    table.add_row("queries in", str(summary["queries_in"]))
+    table.add_row("queries out", str(summary["queries_out"]))
+    for k, v in summary["queries_by_distractor_count"].items():
+        table.add_row(f"queries with {k} distractors", str(v))
+    for k, v in summary["bug_types"].items():
+        table.add_row(f"bug type {k}", str(v))
+    for k, v in summary["rejects"].items():
+        table.add_row(f"rejected mutants: {k}", str(v))
+    console.print(table)
+    for line in report.dropped_queries:
+        console.print(f"[yellow]dropped[/] {line}")
+
+
+@app.command("validate")
+def validate(
+    pool: Annotated[str, typer.Argument(help="`core`, `execretrieval` or a pool directory.")],
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Also run every snippet against its asserts.")
+    ] = False,
+    sandbox: SandboxOpt = "auto",
+    workers: WorkersOpt = None,
+) -> None:
+    """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
+    path = resolve_pool_path(pool)
+    scan = scan_pool(path)
+    problems = scan.problems + structural_problems(scan)
+    if not problems and execute:
+        with make_executor(sandbox, workers) as executor:
+            problems = execution_problems(scan.pool, _runner(executor, "verifying"))
+    for p in problems:
+        stderr.print(f"{path}/{p}", highlight=False, soft_wrap=True)
+    if problems:
+        stderr.print(f"{len(problems)} problem(s) in {path}", highlight=False)
+        raise typer.Exit(2)
+    n_q, n_c = len(scan.pool.queries), len(scan.pool.corpus)
+    checked = "structure and execution" if execute else "structure (add --execute to run the code)"
+    console.print(f"ok: {n_q} queries, {n_c} snippets; checked {checked}", highlight=False)
+
+
+@app.command("stats")
+def stats(
+    pool: Annotated[str, typer.Argument(help="`core`, `execretrieval` or a pool directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+) -> None:
+    """Queries, snippets, domains, distractors per query and bug types of a pool."""
+    s = pool_stats(load_pool(pool))
+    if as_json:
+        typer.echo(json.dumps(s, indent=2))
+        return
+    table = Table(title=f"pool {pool}", show_header=False)
+    for key in ("queries", "snippets", "canonicals", "distractors", "share_with_4_distractors"):
+        table.add_row(key, str(s[key]))
+    for k, v in s["distractors_per_query"].items():
+        table.add_row(f"queries with {k} distractors", str(v))
+    for k, v in s["domains"].items():
+        table.add_row(f"domain {k}", str(v))
+    for k, v in s["bug_types"].items():
+        table.add_row(f"bug type {k}", str(v))
+    console.print(table)

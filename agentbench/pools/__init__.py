@@ -1,0 +1,33 @@
+"""Pools stage: ExecRetrieval-format task pools, validation, mutation and building."""
+
+from .build import BuildReport, SourceTask, build_pool, read_sources
+from .io import CORE_POOL_DIR, Problem, load_pool, resolve_pool_path, scan_pool, write_pool
+from .models import BUG_TYPES, DOMAINS, DistractorMeta, ExecCacheRow, Pool, Query, Snippet
+from .mutate import Mutant, find_mutants
+from .stats import pool_stats
+from .validate import execution_problems, structural_problems
+
+__all__ = [
+    "BUG_TYPES",
+    "CORE_POOL_DIR",
+    "DOMAINS",
+    "BuildReport",
+    "DistractorMeta",
+    "ExecCacheRow",
+    "Mutant",
+    "Pool",
+    "Problem",
+    "Query",
+    "Snippet",
+    "SourceTask",
+    "build_pool",
+    "execution_problems",
+    "find_mutants",
+    "load_pool",
+    "pool_stats",
+    "read_sources",
+    "resolve_pool_path",
+    "scan_pool",
+    "structural_problems",
+    "write_pool",
+]

@@ -1,0 +1,96 @@
+"""Records of the ExecRetrieval pool format. Unknown fields are kept (``extra="allow"``) so a pool
+round-trips without losing anything a newer release adds."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+__all__ = ["Query", "Snippet", "DistractorMeta", "ExecCacheRow", "Pool", "BUG_TYPES", "DOMAINS"]
+
+BUG_TYPES = (
+    "off_by_one",
+    "off_by_one_boundary",
+    "swap_arguments",
+    "remove_edge_case_check",
+    "wrong_comparison",
+    "wrong_operator",
+)
+
+DOMAINS = (
+    "bit_manipulation",
+    "collections",
+    "data_transformation",
+    "date_time",
+    "geometry",
+    "math_numerical",
+    "sorting_searching",
+    "state_machines",
+    "string_processing",
+    "validation",
+)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Query(_Record):
+    query_id: str
+    query: str
+    test_suite: list[str]
+    correct_corpus_ids: list[str]
+    paired_distractor_corpus_ids: list[str] = Field(default_factory=list)
+    entry_id: str = ""
+    metadata: dict = Field(default_factory=dict)
+
+    @property
+    def domain(self) -> str:
+        return str(self.metadata.get("domain", "unknown"))
+
+
+class Snippet(_Record):
+    corpus_id: str
+    code: str
+    label: Literal["correct", "incorrect"]
+    bug_type: str | None = None
+    source_entry_id: str = ""
+
+
+class DistractorMeta(_Record):
+    corpus_id: str
+    query_id: str
+    canonical_corpus_id: str
+    bug_type: str
+    line_number: int
+    line_before: str
+    line_after: str
+    failing_tests: list[int] = Field(default_factory=list)
+
+
+class ExecCacheRow(_Record):
+    code_sha256: str
+    tests_sha256: str
+    results: list[str]
+
+
+class Pool(BaseModel):
+    """A loaded pool. ``path`` is where it came from (for messages)."""
+
+    name: str
+    path: str
+    queries: list[Query]
+    corpus: list[Snippet]
+    distractors: list[DistractorMeta] = Field(default_factory=list)
+    exec_cache: list[ExecCacheRow] = Field(default_factory=list)
+
+    _index: dict[str, Snippet] | None = PrivateAttr(default=None)
+
+    def snippet(self, corpus_id: str) -> Snippet:
+        if self._index is None:
+            self._index = {s.corpus_id: s for s in self.corpus}
+        return self._index[corpus_id]
+
+    def distractor_meta(self) -> dict[str, DistractorMeta]:
+        return {d.corpus_id: d for d in self.distractors}

@@ -1,0 +1,133 @@
+"""Pool checks: structure (ids, references, labels, parseable code) and, optionally, execution."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from ..execution import ExecResult, Executor, Job
+from .io import Problem, ScanResult
+from .models import Pool
+
+__all__ = ["structural_problems", "execution_problems"]
+
+_OUTCOME = re.compile(r"^(pass|FAIL(:.*)?|TIMEOUT|ERROR(:.*)?)$", re.S)
+Q, C, D, X = "queries.jsonl", "corpus.jsonl", "distractor_metadata.jsonl", "execution_cache.jsonl"
+
+
+def _parse_error(code: str) -> str | None:
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return f"{exc.msg} at line {exc.lineno}"
+    return None
+
+
+def structural_problems(scan: ScanResult) -> list[Problem]:
+    """Problems that need no execution. Row-level read problems are in ``scan.problems`` already."""
+    pool, loc = scan.pool, scan.locations
+    out: list[Problem] = []
+
+    def at(file: str, ident: str) -> int | None:
+        return loc.get((file, ident))
+
+    for qid, n in Counter(q.query_id for q in pool.queries).items():
+        if n > 1:
+            out.append(Problem(Q, at(Q, qid), f"query_id {qid!r} appears {n} times; ids must be unique"))
+    for cid, n in Counter(s.corpus_id for s in pool.corpus).items():
+        if n > 1:
+            out.append(Problem(C, at(C, cid), f"corpus_id {cid!r} appears {n} times; ids must be unique"))
+
+    snippets = {s.corpus_id: s for s in pool.corpus}
+    for s in pool.corpus:
+        if s.label == "correct" and s.bug_type:
+            out.append(
+                Problem(C, at(C, s.corpus_id), f"{s.corpus_id} is labelled correct but has a bug_type")
+            )
+
+    for q in pool.queries:
+        line = at(Q, q.query_id)
+        if not q.correct_corpus_ids:
+            out.append(Problem(Q, line, f"{q.query_id} has no correct_corpus_ids"))
+        if not q.test_suite:
+            out.append(Problem(Q, line, f"{q.query_id} has an empty test_suite"))
+        for i, test in enumerate(q.test_suite):
+            err = _parse_error(test)
+            if err:
+                out.append(Problem(Q, line, f"{q.query_id} test {i} does not parse ({err})"))
+        both = set(q.correct_corpus_ids) & set(q.paired_distractor_corpus_ids)
+        if both:
+            out.append(Problem(Q, line, f"{q.query_id} lists {sorted(both)} as both correct and distractor"))
+        canonicals = []
+        for cid in q.correct_corpus_ids:
+            snip = snippets.get(cid)
+            if snip is None:
+                out.append(Problem(Q, line, f"{q.query_id} references unknown corpus_id {cid!r}"))
+                continue
+            canonicals.append(snip)
+            if snip.label != "correct":
+                out.append(
+                    Problem(C, at(C, cid), f"{cid} is a correct id of {q.query_id} but labelled incorrect")
+                )
+            err = _parse_error(snip.code)
+            if err:
+                out.append(Problem(C, at(C, cid), f"canonical {cid} of {q.query_id} does not parse ({err})"))
+        for cid in q.paired_distractor_corpus_ids:
+            snip = snippets.get(cid)
+            if snip is None:
+                out.append(Problem(Q, line, f"{q.query_id} references unknown corpus_id {cid!r}"))
+                continue
+            if snip.label != "incorrect":
+                out.append(
+                    Problem(C, at(C, cid), f"{cid} is a distractor of {q.query_id} but labelled correct")
+                )
+            if any(snip.code == c.code for c in canonicals):
+                out.append(Problem(C, at(C, cid), f"distractor {cid} is identical to its canonical"))
+
+    query_ids = {q.query_id for q in pool.queries}
+    for d in pool.distractors:
+        line = at(D, d.corpus_id)
+        for ref in (d.corpus_id, d.canonical_corpus_id):
+            if ref not in snippets:
+                out.append(Problem(D, line, f"references unknown corpus_id {ref!r}"))
+        if d.query_id not in query_ids:
+            out.append(Problem(D, line, f"references unknown query_id {d.query_id!r}"))
+    for row in pool.exec_cache:
+        bad = [r for r in row.results if not _OUTCOME.match(r)]
+        if bad:
+            line = at(X, row.code_sha256)
+            out.append(
+                Problem(X, line, f"unknown outcome {bad[0]!r}; use pass, FAIL, TIMEOUT or ERROR:<Name>")
+            )
+    return out
+
+
+RunJobs = Callable[[list[Job]], list[ExecResult]]
+
+
+def execution_problems(pool: Pool, run: RunJobs | Executor) -> list[Problem]:
+    """Every canonical must pass all its asserts and every distractor must fail at least one."""
+    snippets = {s.corpus_id: s for s in pool.corpus}
+    plan: list[tuple[str, str, bool]] = []  # (query_id, corpus_id, should_pass)
+    jobs: list[Job] = []
+    for q in pool.queries:
+        tests = tuple(q.test_suite)
+        for cid, should_pass in [(c, True) for c in q.correct_corpus_ids] + [
+            (c, False) for c in q.paired_distractor_corpus_ids
+        ]:
+            if cid in snippets and tests:
+                plan.append((q.query_id, cid, should_pass))
+                jobs.append(Job(snippets[cid].code, tests))
+    results = run.run(jobs) if isinstance(run, Executor) else run(jobs)
+    out: list[Problem] = []
+    for (qid, cid, should_pass), res in zip(plan, results, strict=True):
+        if res.infra_error:
+            out.append(Problem(C, None, f"{cid} could not be executed for {qid}: {res.infra_error}"))
+        elif should_pass and not res.passed:
+            failing = [f"{i}:{r}" for i, r in enumerate(res.results) if r != "pass"]
+            out.append(Problem(C, None, f"canonical {cid} of {qid} fails asserts {', '.join(failing[:5])}"))
+        elif not should_pass and res.passed:
+            out.append(Problem(C, None, f"distractor {cid} of {qid} passes every assert (not a bug)"))
+    return out

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ..errors import AgentbenchError
-from . import pool, sandbox
+from . import pool, retrieve, run, sandbox
 
 __all__ = ["app", "main"]
 
@@ -20,6 +20,8 @@ app = typer.Typer(
 )
 app.add_typer(pool.app, name="pool")
 app.add_typer(sandbox.app, name="sandbox")
+app.command("retrieve")(retrieve.retrieve)
+app.command("run")(run.run)
 
 
 def main() -> None:
@@ -39,10 +41,6 @@ def main() -> None:
     except KeyboardInterrupt:
         print("agentbench: interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2)
-        raise
+    except typer.TyperException as exc:  # usage errors (bad flag, bad value) from typer's click
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(2)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..execution import SANDBOX_KINDS, Job, make_executor
+from ..execution.cache import ExecCache, run_cached
 from ..pools import (
     build_pool,
     execution_problems,
@@ -34,13 +35,15 @@ WorkersOpt = Annotated[
 
 
 def _runner(executor, label: str):
+    """Run jobs through the shared execution cache with a progress bar per batch."""
     rounds = 0
+    cache = ExecCache()
 
     def run(jobs: list[Job]):
         nonlocal rounds
         rounds += 1
         with progress_bar(f"{label} ({rounds})" if rounds > 1 else label, len(jobs)) as advance:
-            return executor.run(jobs, progress=advance)
+            return run_cached(executor, jobs, cache, progress=advance)
 
     return run
 

@@ -1,0 +1,3 @@
+from agentbench.cli import main
+
+main()

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny valid pool written as ExecRetrieval JSONL, and CLI invocation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTBENCH = [sys.executable, "-m", "agentbench"]
+
+TINY_CODE = "def add_one(x):\n    if x is None:\n        return 0\n    return x + 1\n"
+TINY_BUG = "def add_one(x):\n    if x is None:\n        return 0\n    return x - 1\n"
+
+
+def tiny_rows() -> dict[str, list[dict]]:
+    return {
+        "queries.jsonl": [
+            {
+                "query_id": "q_0001",
+                "query": "add one to a number",
+                "test_suite": ["assert add_one(1) == 2", "assert add_one(None) == 0"],
+                "correct_corpus_ids": ["c_0001"],
+                "paired_distractor_corpus_ids": ["c_0002"],
+                "entry_id": "e1",
+                "metadata": {"domain": "math_numerical"},
+                "extra_field": {"kept": True},
+            }
+        ],
+        "corpus.jsonl": [
+            {"corpus_id": "c_0001", "code": TINY_CODE, "label": "correct", "source_entry_id": "e1"},
+            {
+                "corpus_id": "c_0002",
+                "code": TINY_BUG,
+                "label": "incorrect",
+                "bug_type": "wrong_operator",
+                "source_entry_id": "e1",
+            },
+        ],
+    }
+
+
+def write_rows(path: Path, rows: dict[str, list]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, items in rows.items():
+        lines = [item if isinstance(item, str) else json.dumps(item) for item in items]
+        (path / name).write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+@pytest.fixture
+def tiny_pool(tmp_path: Path) -> Path:
+    return write_rows(tmp_path / "tiny", tiny_rows())
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*AGENTBENCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )

@@ -171,9 +171,16 @@ def _dump(records: Iterable[BaseModel]) -> str:
     return "".join(json.dumps(r.model_dump(exclude_none=True), ensure_ascii=False) + "\n" for r in records)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_pool(pool: Pool, out: Path) -> None:
     """Write the pool files atomically (each file is replaced whole or not at all)."""
     out.mkdir(parents=True, exist_ok=True)
+    mode = 0o666 & ~_umask()
     contents = {
         "queries.jsonl": _dump(pool.queries),
         "corpus.jsonl": _dump(pool.corpus),
@@ -186,6 +193,7 @@ def write_pool(pool: Pool, out: Path) -> None:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
+            os.chmod(tmp, mode)
             os.replace(tmp, out / name)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,118 @@
+"""How retrieval errors propagate into generated code: the run summary.
+
+Definitions (records with ``llm_error`` or ``infra_error`` are excluded everywhere and counted apart):
+- buggy context: the first context snippet fails at least one of the query's asserts;
+- bug inheritance rate: among failed generations with buggy context, the share whose per-assert pass/fail
+  pattern equals the context snippet's; ``mutated_line_rate`` is the share where the distractor's edited
+  line (or its missing guard) reappears in the generated code;
+- repair rate: the pass rate of generations given buggy context;
+- retrieval errors that became failures: among ``rag`` records whose top-1 fails the tests, the share that
+  failed end to end.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..pipeline.config import RunConfig
+from ..pipeline.records import RunRecord
+from .stats import proportion, rate
+
+__all__ = ["summarize"]
+
+SUMMARY_VERSION = 1
+
+
+def _by(records: list[RunRecord], key) -> dict[str, list[RunRecord]]:
+    groups: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        groups[key(r)].append(r)
+    return dict(sorted(groups.items()))
+
+
+def _passes(records: list[RunRecord]) -> dict:
+    return proportion(sum(r.passed for r in records), len(records))
+
+
+def _propagation(scored: list[RunRecord]) -> dict:
+    buggy = [r for r in scored if r.context_passes is False]
+    failed_buggy = [r for r in buggy if not r.passed]
+    inherited = [r for r in failed_buggy if r.inherited_outcomes]
+    line_known = [r for r in failed_buggy if r.mutated_line_reappears is not None]
+    rag = [r for r in scored if r.condition == "rag"]
+    rag_wrong = [r for r in rag if r.context_passes is False]
+    kinds = ("canonical", "own_distractor", "other_snippet")
+    by_bug = {}
+    for bug, group in _by([r for r in buggy if r.context_bug_type], lambda r: r.context_bug_type).items():
+        failed = [r for r in group if not r.passed]
+        by_bug[bug] = {
+            "n": len(group),
+            "repair_rate": rate(sum(r.passed for r in group), len(group)),
+            "bug_inheritance_rate": rate(sum(bool(r.inherited_outcomes) for r in failed), len(failed)),
+        }
+    return {
+        "bug_inheritance_rate": rate(len(inherited), len(failed_buggy)),
+        "bug_inheritance": {"failures_with_buggy_context": len(failed_buggy), "inherited": len(inherited)},
+        "mutated_line_rate": rate(sum(bool(r.mutated_line_reappears) for r in line_known), len(line_known)),
+        "repair_rate": rate(sum(r.passed for r in buggy), len(buggy)),
+        "repair_rate_by_condition": {
+            c: rate(sum(r.passed for r in g), len(g)) for c, g in _by(buggy, lambda r: r.condition).items()
+        },
+        "rag_pass_by_top1": {k: _passes([r for r in rag if r.context_kind == k]) for k in kinds},
+        "retrieval_errors": len(rag_wrong),
+        "retrieval_errors_became_failures": rate(sum(not r.passed for r in rag_wrong), len(rag_wrong)),
+        "by_bug_type": by_bug,
+    }
+
+
+def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config: RunConfig) -> dict:
+    """The run's summary.json: retrieval-only and end-to-end numbers side by side."""
+    scored = [r for r in records if r.scored]
+    conditions = {}
+    for condition in config.conditions:
+        group = [r for r in records if r.condition == condition]
+        ok = [r for r in group if r.scored]
+        conditions[condition] = {
+            **_passes(ok),
+            "llm_errors": sum(r.status == "llm_error" for r in group),
+            "infra_errors": sum(r.status == "infra_error" for r in group),
+            "no_code": sum(r.status == "no_code" for r in group),
+        }
+    metrics = retrieval.get("metrics", {})
+    return {
+        "schema_version": SUMMARY_VERSION,
+        "run": {"llm": config.llm, "embedder": config.embedder, "pool": config.pool, "seed": config.seed},
+        "n_queries": retrieval.get("n_queries"),
+        "retrieval": {
+            "model": retrieval.get("model"),
+            "metrics": metrics,
+            "ci95": retrieval.get("ci95", {}),
+            "diagnostics": retrieval.get("diagnostics", {}),
+        },
+        "conditions": conditions,
+        "propagation": _propagation(scored),
+        "side_by_side": {
+            "retrieval_exec@1": metrics.get("exec@1"),
+            "rag_pass_rate": conditions.get("rag", {}).get("pass_rate"),
+            "closed_book_pass_rate": conditions.get("closed_book", {}).get("pass_rate"),
+            "oracle_pass_rate": conditions.get("oracle", {}).get("pass_rate"),
+            "distractor_pass_rate": conditions.get("distractor", {}).get("pass_rate"),
+        },
+        "by_domain": {
+            d: {c: _passes([r for r in g if r.condition == c]) for c in config.conditions}
+            for d, g in _by(scored, lambda r: r.domain).items()
+        },
+        "llm": {
+            "model": config.llm,
+            "calls": llm_stats.get("calls", 0),
+            "cache_hits": llm_stats.get("cache_hits", 0),
+            "errors": sum(r.status == "llm_error" for r in records),
+            "prompt_tokens": sum(r.prompt_tokens for r in records),
+            "completion_tokens": sum(r.completion_tokens for r in records),
+            "cost_usd": round(sum(r.cost_usd for r in records if not r.cached), 6),
+        },
+        "timing": {
+            "llm_seconds": round(sum(r.llm_seconds for r in records), 3),
+            "exec_seconds": round(sum(r.exec_seconds for r in records), 3),
+        },
+    }

@@ -1,0 +1,62 @@
+"""The resolved configuration of a run; written to the run directory and checked on --resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, Field
+
+from ..agent import CONDITIONS, DEFAULT_MODEL
+from ..errors import ConfigError
+from ..retrieval import DEFAULT_EMBEDDER
+
+__all__ = ["RunConfig", "RUN_SCHEMA_VERSION"]
+
+RUN_SCHEMA_VERSION = 1
+
+# Settings that cannot change any record; everything else must match for --resume.
+_NOT_OUTPUT_AFFECTING = {"concurrency", "run_dir", "resume", "sandbox_workers", "store_dir", "chroma_url"}
+
+
+class RunConfig(BaseModel):
+    schema_version: int = RUN_SCHEMA_VERSION
+    pool: str = "core"
+    llm: str = DEFAULT_MODEL
+    embedder: str = DEFAULT_EMBEDDER
+    conditions: list[str] = Field(default_factory=lambda: list(CONDITIONS))
+    k: int = 1
+    limit: int | None = None
+    concurrency: int = 4
+    seed: int = 0
+    prompt: str | None = None
+    api_base: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    sandbox: str = "auto"
+    sandbox_workers: int | None = None
+    timeout: float = 10.0
+    store_dir: str = "stores"
+    chroma_url: str | None = None
+    run_dir: str | None = None
+    resume: bool = False
+
+    def validate_values(self) -> RunConfig:
+        unknown = [c for c in self.conditions if c not in CONDITIONS]
+        if unknown or not self.conditions:
+            raise ConfigError(
+                f"unknown condition {unknown[0] if unknown else '(none)'!r}: use {', '.join(CONDITIONS)}"
+            )
+        if self.k < 1:
+            raise ConfigError(f"--k must be at least 1, got {self.k}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+        if self.concurrency < 1:
+            raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
+        self.conditions = list(dict.fromkeys(self.conditions))
+        return self
+
+    def fingerprint(self) -> str:
+        """Hash of every setting that can change a record."""
+        data = self.model_dump(exclude=_NOT_OUTPUT_AFFECTING)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,346 @@
+"""The main job: retrieve, generate under each condition, execute, record, summarise.
+
+For each query and condition the agent gets a context (none, the retriever's top-k, the canonical, or one
+paired distractor), writes the function through LiteLLM, and the sandbox runs the result against the
+query's asserts. Records are appended as they complete, so ``--resume`` picks up where a killed run
+stopped without redoing or duplicating anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..agent import Agent, LLMClient, Task
+from ..errors import ConfigError
+from ..execution import Executor, Job, make_executor
+from ..execution.cache import ExecCache, run_cached
+from ..pools import Pool, Query, load_pool
+from ..pools.models import DistractorMeta
+from ..progress import stderr
+from ..retrieval import evaluate_retrieval
+from .config import RunConfig
+from .records import ContextKind, RecordLog, RunRecord
+
+__all__ = ["evaluate", "RunResult", "prepare_run_dir"]
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    config: RunConfig
+    records: list[RunRecord]
+    retrieval: dict
+    summary: dict
+    llm_stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Item:
+    query: Query
+    condition: str
+    context_ids: list[str]
+    kind: ContextKind
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:40]
+
+
+def prepare_run_dir(config: RunConfig) -> Path:
+    """Create or reopen the run directory; refuse to mix two configurations in one directory."""
+    if config.run_dir:
+        run_dir = Path(config.run_dir)
+    else:
+        if config.resume:
+            raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        run_dir = Path("runs") / f"{stamp}-{_slug(config.llm)}-{_slug(config.embedder)}"
+    config_file = run_dir / "config.json"
+    if config_file.exists():
+        if not config.resume:
+            raise ConfigError(
+                f"{run_dir} already holds a run: pass --resume to continue it or choose another --run-dir"
+            )
+        try:
+            previous = RunConfig.model_validate_json(config_file.read_text())
+        except ValueError as exc:
+            raise ConfigError(f"{config_file} is unreadable; choose another --run-dir") from exc
+        if previous.fingerprint() != config.fingerprint():
+            raise ConfigError(
+                f"{run_dir} was started with different settings; resume with the same flags or choose another --run-dir"
+            )
+    elif config.resume and run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(f"{run_dir} has no config.json; it is not an agentbench run directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = config.model_dump()
+    data["run_dir"] = str(run_dir)
+    _write_json(config_file, data)
+    return run_dir
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def _kind(query: Query, corpus_id: str) -> ContextKind:
+    if corpus_id in query.correct_corpus_ids:
+        return "canonical"
+    if corpus_id in query.paired_distractor_corpus_ids:
+        return "own_distractor"
+    return "other_snippet"
+
+
+def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
+    top = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in retrieval["per_query"]}
+    items: list[_Item] = []
+    for condition in config.conditions:
+        for q in pool.queries:
+            if condition == "closed_book":
+                items.append(_Item(q, condition, [], "none"))
+            elif condition == "rag":
+                ids = top[q.query_id][: config.k]
+                items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
+            elif condition == "oracle":
+                items.append(_Item(q, condition, [q.correct_corpus_ids[0]], "canonical"))
+            elif condition == "distractor" and q.paired_distractor_corpus_ids:
+                choice = random.Random(f"{config.seed}:{q.query_id}:distractor").choice(
+                    q.paired_distractor_corpus_ids
+                )
+                items.append(_Item(q, condition, [choice], "own_distractor"))
+    return items
+
+
+def _reappears(meta: DistractorMeta | None, distractor_code: str, code: str) -> bool | None:
+    """Does the distractor's edit show up in the generation: its mutated line, or (for a removed guard)
+    a copy of the distractor that lacks the guard?"""
+    if meta is None or not code:
+        return None
+    lines = {line.strip() for line in code.splitlines() if line.strip()}
+    if meta.bug_type == "remove_edge_case_check" or not meta.line_after:
+        body = {line.strip() for line in distractor_code.splitlines() if line.strip()}
+        copied = len(body & lines) >= len(body) / 2
+        return copied and meta.line_before.splitlines()[0].strip() not in lines
+    return meta.line_after.strip() in lines and meta.line_before.strip() not in lines
+
+
+class _Progress:
+    """A bar per condition with counts, pass rate so far and ETA."""
+
+    def __init__(self, totals: dict[str, int], done: dict[str, list[bool]]) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<12}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("pass {task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=stderr,
+        )
+        self.passes = {c: list(v) for c, v in done.items()}
+        self.tasks = {
+            c: self.progress.add_task(c, total=n, completed=len(done.get(c, [])), rate=self._rate(c))
+            for c, n in totals.items()
+        }
+
+    def _rate(self, condition: str) -> str:
+        seen = self.passes.get(condition, [])
+        return f"{sum(seen) / len(seen):.2f}" if seen else "-"
+
+    def record(self, rec: RunRecord) -> None:
+        if rec.scored:
+            self.passes.setdefault(rec.condition, []).append(rec.passed)
+        self.progress.update(self.tasks[rec.condition], advance=1, rate=self._rate(rec.condition))
+
+    def __enter__(self) -> _Progress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+
+async def _generate_and_execute(
+    items: list[_Item],
+    pool: Pool,
+    agent: Agent,
+    executor: Executor,
+    exec_cache: ExecCache,
+    context_verdicts: dict[tuple[str, str], list[str]],
+    metas: dict[str, DistractorMeta],
+    config: RunConfig,
+) -> list[RunRecord]:
+    started = time.perf_counter()
+    tasks = [
+        Task.from_canonical(
+            it.query.query_id,
+            it.query.query,
+            pool.snippet(it.query.correct_corpus_ids[0]).code,
+            context=[pool.snippet(c).code for c in it.context_ids],
+            tests=it.query.test_suite,
+        )
+        for it in items
+    ]
+    generations = await asyncio.gather(
+        *(agent.generate(t, it.condition) for t, it in zip(tasks, items, strict=True))
+    )
+    runnable = [i for i, g in enumerate(generations) if g.status == "ok"]
+    exec_started = time.perf_counter()
+    jobs = [Job(generations[i].code, tuple(items[i].query.test_suite), config.timeout) for i in runnable]
+    verdicts = dict(
+        zip(runnable, await asyncio.to_thread(run_cached, executor, jobs, exec_cache), strict=True)
+    )
+    exec_seconds = (time.perf_counter() - exec_started) / max(len(jobs), 1)
+    records = []
+    for i, (it, gen) in enumerate(zip(items, generations, strict=True)):
+        verdict = verdicts.get(i)
+        status = gen.status
+        if verdict is not None and verdict.infra_error:
+            status = "infra_error"
+        first = it.context_ids[0] if it.context_ids else None
+        ctx_results = context_verdicts.get((it.query.query_id, first), []) if first else []
+        ctx_passes = (bool(ctx_results) and all(r == "pass" for r in ctx_results)) if first else None
+        results = list(verdict.results) if verdict is not None else []
+        passed = bool(verdict is not None and verdict.passed)
+        buggy = first is not None and ctx_passes is False
+        inherited = None
+        if buggy and status in ("ok", "no_code") and not passed and results:
+            inherited = [r == "pass" for r in results] == [r == "pass" for r in ctx_results]
+        snippet = pool.snippet(first) if first else None
+        records.append(
+            RunRecord(
+                query_id=it.query.query_id,
+                condition=it.condition,
+                domain=it.query.domain,
+                context_ids=it.context_ids,
+                context_kind=it.kind,
+                context_passes=ctx_passes,
+                context_results=ctx_results,
+                context_bug_type=(snippet.bug_type or "") if snippet else "",
+                messages=gen.messages,
+                response=gen.response,
+                code=gen.code,
+                status=status,
+                error=gen.error or (verdict.infra_error if verdict is not None else None),
+                results=results,
+                passed=passed,
+                inherited_outcomes=inherited,
+                mutated_line_reappears=(
+                    _reappears(metas.get(first or ""), snippet.code, gen.code) if buggy and snippet else None
+                ),
+                prompt_tokens=gen.usage.prompt_tokens,
+                completion_tokens=gen.usage.completion_tokens,
+                cost_usd=gen.cost_usd,
+                cached=gen.cached,
+                llm_seconds=gen.llm_seconds,
+                exec_seconds=exec_seconds if verdict is not None else 0.0,
+                seconds=time.perf_counter() - started,
+            )
+        )
+    return records
+
+
+def _context_verdicts(
+    items: list[_Item], pool: Pool, executor: Executor, exec_cache: ExecCache, timeout: float
+) -> dict[tuple[str, str], list[str]]:
+    """Per-assert outcomes of each first context snippet on its query's tests (cached executions)."""
+    pairs = sorted({(it.query.query_id, it.context_ids[0]) for it in items if it.context_ids})
+    queries = {q.query_id: q for q in pool.queries}
+    jobs = [Job(pool.snippet(cid).code, tuple(queries[qid].test_suite), timeout) for qid, cid in pairs]
+    results = run_cached(executor, jobs, exec_cache)
+    return {pair: list(r.results) for pair, r in zip(pairs, results, strict=True)}
+
+
+def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progress: bool = True) -> RunResult:
+    """Run (or resume) an end-to-end evaluation and write its run directory."""
+    from ..analysis import summarize, write_report
+
+    config.validate_values()
+    client = client or LLMClient(
+        config.llm,
+        api_base=config.api_base,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        seed=config.seed,
+        concurrency=config.concurrency,
+    )
+    client.check()  # missing API key or unknown model: fail before any work
+    full = load_pool(config.pool)
+    queries = full.queries[: config.limit] if config.limit else full.queries
+    pool = full.model_copy(update={"queries": queries})
+    run_dir = prepare_run_dir(config)
+    log = RecordLog(run_dir / "records.jsonl")
+    done = {r.key: r for r in log.load()}
+    exec_cache = ExecCache()
+    agent = Agent(client, prompt=config.prompt)
+    with make_executor(config.sandbox, config.sandbox_workers) as executor:
+        retrieval = evaluate_retrieval(
+            pool,
+            config.embedder,
+            executor,
+            store_dir=config.store_dir,
+            chroma_url=config.chroma_url,
+            exec_cache=exec_cache,
+            timeout=config.timeout,
+            seed=config.seed,
+            progress=show_progress,
+        )
+        _write_json(run_dir / "retrieval.json", retrieval)
+        items = _plan(pool, retrieval, config)
+        context_verdicts = _context_verdicts(items, pool, executor, exec_cache, config.timeout)
+        metas = {d.corpus_id: d for d in pool.distractors}
+        todo = [it for it in items if (it.query.query_id, it.condition) not in done]
+        totals: dict[str, int] = {}
+        for it in items:
+            totals[it.condition] = totals.get(it.condition, 0) + 1
+        finished: dict[str, list[bool]] = {}
+        for rec in done.values():
+            if rec.scored:
+                finished.setdefault(rec.condition, []).append(rec.passed)
+            else:
+                finished.setdefault(rec.condition, [])
+        chunk = max(2 * config.concurrency, 4)
+        bar = _Progress(totals, finished) if show_progress else None
+        try:
+            if bar:
+                bar.__enter__()
+            for start in range(0, len(todo), chunk):
+                batch = todo[start : start + chunk]
+                records = asyncio.run(
+                    _generate_and_execute(
+                        batch, pool, agent, executor, exec_cache, context_verdicts, metas, config
+                    )
+                )
+                for rec in records:
+                    log.append(rec)
+                    done[rec.key] = rec
+                    if bar:
+                        bar.record(rec)
+        finally:
+            if bar:
+                bar.__exit__(None, None, None)
+    order = {(it.query.query_id, it.condition): i for i, it in enumerate(items)}
+    records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
+    stats = client.stats.model_dump()
+    summary = summarize(records, retrieval, stats, config)
+    _write_json(run_dir / "summary.json", summary)
+    write_report(run_dir / "report.md", summary)
+    return RunResult(run_dir, config, records, retrieval, summary, stats)

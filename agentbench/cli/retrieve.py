@@ -1,10 +1,214 @@
-"""`agentbench retrieve`: retrieval-only scoring (exec@k and diagnostics)."""
+"""`agentbench retrieve`: retrieval-only scoring (exec@k and the paper's diagnostics).
+
+Only option parsing and printing live here; the work is :func:`agentbench.retrieval.evaluate_retrieval`.
+Retrieval modules are imported inside the command so that ``agentbench --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+EMBEDDER_HELP = (
+    "Repeatable; one results file each. Forms: minilm (default), st:<name-or-path>[?query_prompt=...], "
+    "bm25, litellm:<model>."
+)
 
 
-def retrieve() -> None:
-    """Score retrieval on a pool (not implemented yet)."""
-    raise typer.Exit(2)
+def _slug(name: str, taken: set[str]) -> str:
+    """A file name for an embedder spec; long specs (local model paths) keep their tail and a hash."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "embedder"
+    if len(base) > 64:
+        base = base[-48:].strip("._-") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    taken.add(slug)
+    return slug
+
+
+def _fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... when a run started in the same second already used it."""
+    candidate, n = path, 2
+    while candidate.exists():
+        candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+    return candidate
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Atomic write: a results file is complete or absent."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _fmt(value: float | None, ci: list[float] | None = None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.3f}"
+    return f"{text} [dim][{ci[0]:.2f}, {ci[1]:.2f}][/]" if ci else text
+
+
+def _table(results: list[dict], pool: str) -> Table:
+    first = results[0]
+    table = Table(
+        title=f"retrieval on {pool}: {first['n_queries']} queries, {first['n_corpus']} snippets",
+        caption="exec@k by execution verdict; \\[lo, hi] = 95% bootstrap CI over queries",
+    )
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r["model"], justify="right")
+    ks = first["ks"]
+    rows: list[tuple[str, list[str]]] = []
+    for k in ks:
+        rows.append((f"exec@{k}", [_fmt(r["metrics"][f"exec@{k}"], r["ci95"][f"exec@{k}"]) for r in results]))
+    kmax = ks[-1]
+    rows.append((f"ndcg@{kmax}", [_fmt(r["metrics"][f"ndcg@{kmax}"]) for r in results]))
+    rows.append((f"exec-ndcg gap@{kmax}", [_fmt(r["metrics"][f"exec_ndcg_gap@{kmax}"]) for r in results]))
+    rows.append(("MRR", [_fmt(r["metrics"]["mrr"], r["ci95"]["mrr"]) for r in results]))
+    rows.append(
+        (
+            "rank-1 failures: own paired bug",
+            [
+                f"{_fmt(r['diagnostics']['rank1_failure_paired_share'])} "
+                f"({r['diagnostics']['rank1_failures_paired']}/{r['diagnostics']['rank1_failures']})"
+                for r in results
+            ],
+        )
+    )
+    rows.append(
+        (
+            "canonical < a paired bug",
+            [_fmt(r["diagnostics"]["canonical_below_paired_share"]) for r in results],
+        )
+    )
+    rows.append(("rank-1 tied", [_fmt(r["diagnostics"]["rank1_tied_share"]) for r in results]))
+
+    def top_bug(r: dict) -> str:
+        bugs = r["diagnostics"]["by_bug_type"]
+        if not bugs:
+            return "-"
+        name, info = max(bugs.items(), key=lambda kv: (kv[1]["count"], kv[0]))
+        return f"{name} {info['share']:.2f}"
+
+    rows.append(("top rank-1 failure", [top_bug(r) for r in results]))
+    for label, cells in rows:
+        table.add_row(label, *cells)
+    return table
+
+
+def _breakdowns(results: list[dict]) -> Table:
+    """exec@1 per domain and the bug types of failing rank-1 snippets, embedders side by side."""
+    table = Table(title="breakdowns", caption="domain rows: exec@1; bug-type rows: share of rank-1 failures")
+    table.add_column("")
+    for r in results:
+        table.add_column(r["model"], justify="right")
+    domains = sorted({d for r in results for d in r["diagnostics"]["by_domain"]})
+    for d in domains:
+        cells = []
+        for r in results:
+            info = r["diagnostics"]["by_domain"].get(d)
+            cells.append(f"{info['exec@1']:.3f} (n={info['n_queries']})" if info else "-")
+        table.add_row(f"domain {d}", *cells)
+    bugs = sorted({b for r in results for b in r["diagnostics"]["by_bug_type"]})
+    for b in bugs:
+        cells = []
+        for r in results:
+            info = r["diagnostics"]["by_bug_type"].get(b)
+            cells.append(f"{info['share']:.3f} ({info['count']})" if info else "-")
+        table.add_row(f"rank-1 failure: {b}", *cells)
+    return table
+
+
+def retrieve(
+    pool: Annotated[
+        str, typer.Option("--pool", help="`core`, `execretrieval` or a pool directory.")
+    ] = "core",
+    embedder: Annotated[list[str] | None, typer.Option("--embedder", help=EMBEDDER_HELP)] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Results directory (default runs/retrieval-<timestamp>/).")
+    ] = None,
+    store_dir: Annotated[
+        Path, typer.Option("--store-dir", help="Where Chroma collections are persisted.")
+    ] = Path("stores"),
+    chroma_url: Annotated[
+        str | None, typer.Option("--chroma-url", help="Use a Chroma server (http://host:port) instead.")
+    ] = None,
+    sandbox: Annotated[str, typer.Option("--sandbox", help="Executor: auto, docker, process.")] = "auto",
+    workers: Annotated[
+        int | None, typer.Option("--sandbox-workers", help="Parallel workers (default: cores).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per execution.")] = 10.0,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap confidence intervals.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+) -> None:
+    """Score retrieval on a pool: exec@1/3/5/10, nDCG, MRR and rank-1 failure diagnostics per embedder."""
+    from ..execution import make_executor
+    from ..execution.cache import ExecCache
+    from ..pools import load_pool
+    from ..retrieval import DEFAULT_EMBEDDER, EmbeddingCache, evaluate_retrieval, parse_embedder
+    from ..retrieval.store import parse_chroma_url
+
+    if chroma_url is not None:
+        parse_chroma_url(chroma_url)
+    specs = list(dict.fromkeys(embedder or [DEFAULT_EMBEDDER]))
+    parsed = [parse_embedder(s) for s in specs]
+    for e in parsed:  # missing keys or models fail here, before any work
+        e.check()
+    loaded = load_pool(pool)
+    out_dir = out or _fresh_dir(Path("runs") / f"retrieval-{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[dict] = []
+    files: list[Path] = []
+    taken: set[str] = set()
+    with make_executor(sandbox, workers) as executor, ExecCache() as cache, EmbeddingCache() as vectors:
+        for e in parsed:
+            res = evaluate_retrieval(
+                loaded,
+                e,
+                executor,
+                store_dir=store_dir,
+                chroma_url=chroma_url,
+                exec_cache=cache,
+                embed_cache=vectors,
+                timeout=timeout,
+                seed=seed,
+            )
+            path = out_dir / f"{_slug(e.name, taken)}.json"
+            _write_json(path, res)
+            results.append(res)
+            files.append(path)
+    if as_json:
+        summary = {
+            "pool": pool,
+            "out": str(out_dir),
+            "results": [
+                {k: r[k] for k in ("model", "n_queries", "n_corpus", "ks", "metrics", "ci95", "diagnostics")}
+                | {"file": str(f)}
+                for r, f in zip(results, files, strict=True)
+            ],
+        }
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    console.print(_table(results, pool))
+    console.print(_breakdowns(results))
+    for f in files:
+        console.print(f"wrote {f}", highlight=False)

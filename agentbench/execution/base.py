@@ -1,0 +1,99 @@
+"""The one interface every executor implements.
+
+Verdicts are per assert: ``pass``, ``FAIL``, ``TIMEOUT`` or ``ERROR:<ExceptionName>``. A job passes only
+when the harness observed every assert complete without error; an exit code never counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Job", "ExecResult", "Executor", "PASS", "FAIL", "TIMEOUT", "tests_sha256", "code_sha256"]
+
+PASS = "pass"
+FAIL = "FAIL"
+TIMEOUT = "TIMEOUT"
+
+DEFAULT_TIMEOUT = 10.0
+OUTPUT_LIMIT = 8_192
+
+
+def code_sha256(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def tests_sha256(tests: Sequence[str]) -> str:
+    # ExecRetrieval hashes the JSON-encoded test list.
+    return hashlib.sha256(json.dumps(list(tests)).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    """One snippet run against one list of asserts."""
+
+    code: str
+    tests: tuple[str, ...]
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return code_sha256(self.code), tests_sha256(self.tests)
+
+
+@dataclass
+class ExecResult:
+    """What the harness observed for one job."""
+
+    results: list[str]
+    stdout: str = ""
+    stderr: str = ""
+    infra_error: str | None = None
+    duration: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.infra_error is None and bool(self.results) and all(r == PASS for r in self.results)
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "results": self.results,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "infra_error": self.infra_error,
+        }
+
+
+ProgressCallback = Callable[[int], None]
+
+
+class Executor(ABC):
+    """Runs untrusted code against asserts. Use as a context manager so workers are always cleaned up."""
+
+    name: str = "base"
+
+    @abstractmethod
+    def run(self, jobs: Sequence[Job], progress: ProgressCallback | None = None) -> list[ExecResult]:
+        """Run jobs (in parallel where the executor can) and return results in input order."""
+
+    def config_key(self) -> str:
+        """Identifies settings that can change a verdict; part of the execution-cache key."""
+        return self.name
+
+    def describe(self) -> str:
+        """One line for humans: which executor, how many workers, how isolated."""
+        return self.name
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release workers; safe to call twice."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

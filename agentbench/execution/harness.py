@@ -1,0 +1,275 @@
+"""Per-assert harness and child supervision, shared by both executors.
+
+Standard library only: the file is copied into the sandbox image, where the worker imports it, and the
+process executor runs it with ``python -I -S -c``.
+
+A verdict comes from a result line the harness writes after it observed an assert complete,
+``<nonce> <index> <outcome>``, on a file descriptor of its own. stdout and stderr belong to the untrusted
+code and the exit code never counts, so ``os._exit(0)``, ``sys.exit(0)``, a killed parent or printed fake
+results leave asserts without a line, which the parent reports as an error. The harness binds every
+builtin it needs before the snippet runs, so patching ``builtins`` or ``AssertionError`` cannot change
+its reports. The nonce stops stray writes from counting; a repeated index marks the job as tampered with.
+Code in the same interpreter could still dig the nonce out of memory: the sandbox around the process, not
+the harness, is what contains deliberate attacks.
+"""
+
+import json
+import os
+import resource
+import selectors
+import signal
+import sys
+import time
+
+PASS = "pass"
+FAIL = "FAIL"
+TIMEOUT = "TIMEOUT"
+TAMPERED = "ERROR:Tampered"
+RESULT_LIMIT = 1 << 20
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+_type_name = type.__dict__["__name__"].__get__  # immune to metaclasses that fake __name__
+
+
+def outcome_of(exc, _assertion=AssertionError, _type=type, _name=_type_name, _chars=_NAME_CHARS):
+    """Verdict for one assert: ``pass``, ``FAIL`` or ``ERROR:<ExceptionName>`` (name sanitised)."""
+    if exc is None:
+        return PASS
+    if _type(exc) is _assertion:
+        return FAIL
+    name = "".join(c for c in _name(_type(exc))[:60] if c in _chars)
+    return "ERROR:" + (name or "Unknown")
+
+
+def run_job(
+    code,
+    tests,
+    result_fd,
+    nonce,
+    *,
+    _write=os.write,
+    _exec=exec,
+    _compile=compile,
+    _base=BaseException,
+    _str=str,
+    _len=len,
+    _range=range,
+    _enumerate=enumerate,
+):
+    """Run the snippet, then each assert in the snippet's namespace, writing one result line per assert.
+
+    Builtins are bound as defaults (evaluated before any untrusted code) so patching them changes nothing.
+    """
+    prefix = nonce + " "
+
+    def emit(i, outcome):
+        try:
+            _write(result_fd, (prefix + _str(i) + " " + outcome + "\n").encode())
+        except _base:
+            pass
+
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        _exec(_compile(code, "<snippet>", "exec"), namespace)
+    except _base as exc:  # the snippet itself failed: every assert errors
+        outcome = outcome_of(exc)
+        for i in _range(_len(tests)):
+            emit(i, outcome)
+        return
+    for i, test in _enumerate(tests):
+        try:
+            _exec(_compile(test, f"<assert {i}>", "exec"), namespace)
+            exc = None
+        except _base as caught:
+            exc = caught
+        emit(i, outcome_of(exc))
+
+
+def apply_limits(limits):
+    """Lower rlimits for the current process; keys: as, cpu, fsize, nproc, nofile (missing = unchanged)."""
+    names = {
+        "as": resource.RLIMIT_AS,
+        "cpu": resource.RLIMIT_CPU,
+        "fsize": resource.RLIMIT_FSIZE,
+        "nproc": resource.RLIMIT_NPROC,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, value in limits.items():
+        if value is not None and key in names:
+            resource.setrlimit(names[key], (int(value), int(value)))
+
+
+def reset_signals():
+    """Undo the dispositions a worker sets for itself, so the job gets Python's defaults."""
+    for sig in (
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGALRM,
+    ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def parse_results(raw, n, nonce):
+    """Result bytes -> (outcome per assert or None where no line was observed, tampered)."""
+    outcomes = [None] * n
+    tampered = False
+    prefix = nonce + " "
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith(prefix):
+            continue
+        idx, _, outcome = line[len(prefix) :].partition(" ")
+        if not idx.isdigit() or int(idx) >= n or not outcome:
+            tampered = True
+        elif outcomes[int(idx)] is not None:
+            tampered = True
+        else:
+            outcomes[int(idx)] = outcome
+    return outcomes, tampered
+
+
+def exit_outcome(status, timed_out):
+    """Verdict for asserts that got no result line, from how the job's process ended."""
+    if timed_out:
+        return TIMEOUT
+    if status is None:
+        return "ERROR:Lost"
+    if os.WIFSIGNALED(status):
+        try:
+            return "ERROR:" + signal.Signals(os.WTERMSIG(status)).name
+        except ValueError:
+            return f"ERROR:Signal{os.WTERMSIG(status)}"
+    return f"ERROR:Exit{os.WEXITSTATUS(status) if os.WIFEXITED(status) else status}"
+
+
+def verdicts(raw, n, nonce, status, timed_out):
+    """Final per-assert verdicts for a finished job."""
+    outcomes, tampered = parse_results(raw, n, nonce)
+    if tampered:
+        return [TAMPERED] * n
+    missing = exit_outcome(status, timed_out)
+    return [o if o is not None else missing for o in outcomes]
+
+
+class Capture:
+    """Reads a child's pipes without ever blocking it: keeps the first ``limits[name]`` bytes of each and
+    discards the rest, so 100 MB of output costs neither memory nor a stuck writer."""
+
+    def __init__(self, fds, limits):
+        self.sel = selectors.DefaultSelector()
+        self.data = {name: bytearray() for name in fds}
+        self.limits = limits
+        self.open = set()
+        for name, fd in fds.items():
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ, name)
+            self.open.add(fd)
+
+    def pump(self, timeout):
+        """Read whatever arrives within ``timeout`` seconds; False once every pipe is closed."""
+        for key, _ in self.sel.select(max(timeout, 0)):
+            if key.data is None:  # a wake-up fd (pidfd), not a pipe
+                continue
+            try:
+                chunk = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self._close(key.fd)
+                continue
+            room = self.limits[key.data] - len(self.data[key.data])
+            if room > 0:
+                self.data[key.data] += chunk[:room]
+        return bool(self.open)
+
+    def drain(self, timeout):
+        """Read until every pipe is closed or ``timeout`` passes, then close what is left."""
+        end = time.monotonic() + timeout
+        while self.open and self.pump(min(0.05, end - time.monotonic())) and time.monotonic() < end:
+            pass
+        for fd in list(self.open):
+            self._close(fd)
+        self.sel.close()
+
+    def _close(self, fd):
+        self.sel.unregister(fd)
+        os.close(fd)
+        self.open.discard(fd)
+
+
+def wait_child(pid, capture, deadline):
+    """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        capture.sel.register(pidfd, selectors.EVENT_READ, None)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status, False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, True
+            capture.pump(left if pidfd is not None else min(left, 0.01))
+    finally:
+        if pidfd is not None:
+            capture.sel.unregister(pidfd)
+            os.close(pidfd)
+
+
+def _mount_tmpfs(target, size):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = 2 | 4 | 8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
+    opts = f"size={size},mode=1777".encode()
+    if libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, opts) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount tmpfs on {target}: {os.strerror(err)}")
+
+
+def main(argv):
+    """Process-executor entry: ``harness RESULT_FD OPTIONS_JSON``; the job JSON arrives on stdin.
+
+    Options: ``tmpfs`` (size; private tmpfs on /tmp, /var/tmp, /dev/shm, needs a mount namespace),
+    ``uid``/``gid`` (drop to them after mounting), ``limits`` (see apply_limits).
+    """
+    result_fd = int(argv[1])
+    opts = json.loads(argv[2]) if len(argv) > 2 else {}
+    try:
+        if opts.get("tmpfs"):
+            for target in ("/tmp", "/var/tmp", "/dev/shm"):
+                if os.path.isdir(target):
+                    _mount_tmpfs(target, opts["tmpfs"])
+            os.chdir("/tmp")
+        if opts.get("uid") is not None:
+            os.setgroups([])
+            os.setgid(opts["gid"])
+            os.setuid(opts["uid"])
+        apply_limits(opts.get("limits", {}))
+        job = json.loads(sys.stdin.buffer.read())
+    except Exception as exc:  # setup failure: the parent sees no result lines and an exit code of 71
+        sys.stderr.write(f"agentbench harness setup failed: {exc!r}\n")
+        sys.stderr.flush()
+        os._exit(71)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdin = open(0, closefd=False)
+    run_job(job["code"], job["tests"], result_fd, job["nonce"])
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

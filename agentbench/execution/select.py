@@ -1,0 +1,59 @@
+"""Choosing an executor from the ``--sandbox`` flag.
+
+``docker`` never falls back: if the engine or image is missing it fails with the fix. ``auto`` picks Docker
+when both are there and says once on stderr which executor it chose, so a run is never silently
+unisolated. ``process`` runs locally with the best isolation the OS allows.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import ConfigError, SandboxError
+from .base import Executor
+from .process import ProcessExecutor
+
+__all__ = ["make_executor", "docker_status", "SANDBOX_KINDS"]
+
+SANDBOX_KINDS = ("auto", "docker", "process")
+_announced = False
+
+
+def docker_status() -> str | None:
+    """None when the Docker executor can run here, else the one-line reason it cannot."""
+    from .engine import connect, require_image
+
+    try:
+        require_image(connect(timeout=10))
+    except SandboxError as exc:
+        return str(exc)
+    return None
+
+
+def _announce(message: str) -> None:
+    global _announced
+    if not _announced:
+        _announced = True
+        print(f"agentbench: sandbox: {message}", file=sys.stderr, flush=True)
+
+
+def make_executor(kind: str = "auto", workers: int | None = None) -> Executor:
+    """Build the executor the user asked for; ``workers`` defaults to one per core."""
+    if kind not in SANDBOX_KINDS:
+        raise ConfigError(f"unknown sandbox {kind!r}: use one of {', '.join(SANDBOX_KINDS)}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--sandbox-workers must be at least 1, not {workers}")
+    if kind == "process":
+        return ProcessExecutor(workers=workers)
+    from .container import DockerExecutor
+
+    if kind == "docker":
+        return DockerExecutor(workers=workers)
+    reason = docker_status()
+    if reason is None:
+        executor: Executor = DockerExecutor(workers=workers)
+        _announce(f"using {executor.describe()}")
+        return executor
+    executor = ProcessExecutor(workers=workers)
+    _announce(f"using {executor.describe()} -- Docker unavailable ({reason})")
+    return executor

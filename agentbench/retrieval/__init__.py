@@ -1,0 +1,82 @@
+"""Retrieval stage: embedders, exact vector/BM25 search over pools, ExecRetrieval metrics.
+
+Importing this package is cheap: names are loaded on first use (PEP 562), and torch,
+sentence-transformers, chromadb, bm25s, LiteLLM and LangChain only when a model is loaded, a store opened
+or a LangChain adapter requested. That keeps ``agentbench --help`` fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._defaults import DEFAULT_EMBEDDER, DEFAULT_KS, EMBEDDER_FORMS
+
+if TYPE_CHECKING:
+    from .embcache import EmbeddingCache, default_embedding_cache_path
+    from .embedders import (
+        BM25Embedder,
+        DenseEmbedder,
+        Embedder,
+        LiteLLMEmbedder,
+        SentenceTransformerEmbedder,
+        parse_embedder,
+    )
+    from .evaluate import evaluate_retrieval
+    from .metrics import QueryRecord, Ranked, aggregate, confidence_intervals, diagnostics
+    from .search import Hit, Searcher, open_searcher
+
+_LAZY = {
+    "EmbeddingCache": "embcache",
+    "default_embedding_cache_path": "embcache",
+    "BM25Embedder": "embedders",
+    "DenseEmbedder": "embedders",
+    "Embedder": "embedders",
+    "LiteLLMEmbedder": "embedders",
+    "SentenceTransformerEmbedder": "embedders",
+    "parse_embedder": "embedders",
+    "evaluate_retrieval": "evaluate",
+    "QueryRecord": "metrics",
+    "Ranked": "metrics",
+    "aggregate": "metrics",
+    "confidence_intervals": "metrics",
+    "diagnostics": "metrics",
+    "Hit": "search",
+    "Searcher": "search",
+    "open_searcher": "search",
+}
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "DEFAULT_KS",
+    "EMBEDDER_FORMS",
+    "BM25Embedder",
+    "DenseEmbedder",
+    "Embedder",
+    "EmbeddingCache",
+    "Hit",
+    "LiteLLMEmbedder",
+    "QueryRecord",
+    "Ranked",
+    "Searcher",
+    "SentenceTransformerEmbedder",
+    "aggregate",
+    "confidence_intervals",
+    "default_embedding_cache_path",
+    "diagnostics",
+    "evaluate_retrieval",
+    "open_searcher",
+    "parse_embedder",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

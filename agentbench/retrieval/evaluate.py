@@ -1,0 +1,218 @@
+"""Retrieval-only evaluation of one embedder on one pool, in ExecRetrieval's per-model results schema.
+
+Flow: rank every query's top snippets (exact, see :mod:`.search`), execute each retrieved snippet against
+*that query's* asserts through the execution layer and its cache, then score. Verdicts decide relevance;
+labels are only reported. An execution that hit a sandbox infrastructure error makes the whole evaluation
+fail rather than silently count as a miss (verdicts already obtained stay cached for the rerun).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import ConfigError, PoolError, SandboxError
+from ..execution import Executor, Job
+from ..execution.base import DEFAULT_TIMEOUT
+from ..execution.cache import ExecCache, run_cached
+from ..pools.models import Pool, Query
+from ..progress import progress_bar
+from .embcache import EmbeddingCache
+from .embedders import DenseEmbedder, Embedder, parse_embedder
+from .metrics import (
+    DEFAULT_KS,
+    QueryRecord,
+    Ranked,
+    aggregate,
+    confidence_intervals,
+    diagnostics,
+)
+from .search import Hit, Searcher, open_searcher
+
+__all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
+
+RESULTS_VERSION = 1
+TOP_RESULTS = 10  # per query in the results file, as in the paper
+
+
+def _check_ks(ks: Sequence[int]) -> list[int]:
+    out = sorted(set(ks))
+    if not out or any(not isinstance(k, int) or k < 1 for k in out):
+        raise ConfigError(f"cutoffs must be positive integers, got {list(ks)}")
+    return out
+
+
+def _canonical_below_paired(query: Query, scores, position: dict[str, int]) -> bool | None:
+    canon = [scores[position[c]] for c in query.correct_corpus_ids if c in position]
+    paired = [scores[position[c]] for c in query.paired_distractor_corpus_ids if c in position]
+    if not canon or not paired:
+        return None
+    return bool(max(canon) < max(paired))
+
+
+def _relation(query: Query, corpus_id: str) -> str:
+    if corpus_id in query.correct_corpus_ids:
+        return "canonical"
+    return "paired" if corpus_id in query.paired_distractor_corpus_ids else "other"
+
+
+def _execute(
+    pool: Pool,
+    hits: list[list[Hit]],
+    executor: Executor,
+    cache: ExecCache | None,
+    timeout: float,
+    progress: bool,
+):
+    jobs = [
+        Job(hit.code, tuple(q.test_suite), timeout)
+        for q, q_hits in zip(pool.queries, hits, strict=True)
+        for hit in q_hits
+    ]
+    with progress_bar(f"executing {len(jobs)} retrieved snippets", len(jobs), enabled=progress) as adv:
+        results = run_cached(executor, jobs, cache, progress=adv)
+    broken = [r for r in results if r.infra_error]
+    if broken:
+        raise SandboxError(
+            f"{len(broken)} of {len(results)} executions hit sandbox infrastructure errors (first: "
+            f"{broken[0].infra_error}); rerun to retry them, verdicts already obtained are cached"
+        )
+    it = iter(results)
+    return [[next(it) for _ in q_hits] for q_hits in hits]
+
+
+def evaluate_retrieval(
+    pool: Pool,
+    embedder_spec: str | Embedder,
+    executor: Executor,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    store_dir: str | Path = "stores",
+    chroma_url: str | None = None,
+    exec_cache: ExecCache | None = None,
+    embed_cache: EmbeddingCache | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    seed: int = 0,
+    n_resamples: int = 5000,
+    progress: bool = True,
+) -> dict:
+    """Score ``embedder_spec`` on ``pool``; returns the results dict (see the module docstring).
+
+    ``exec_cache=None`` runs every execution; ``embed_cache=None`` uses the default on-disk embedding cache
+    unless the embedder already has one (so warm reruns never load the model).
+    """
+    began = time.perf_counter()
+    cutoffs = _check_ks(ks)
+    embedder = parse_embedder(embedder_spec) if isinstance(embedder_spec, str) else embedder_spec
+    embedder.check()
+    if not pool.queries or not pool.corpus:
+        raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
+    depth = max(TOP_RESULTS, cutoffs[-1])
+    own_cache = None
+    if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
+        own_cache = embed_cache = EmbeddingCache()
+    try:
+        searcher: Searcher = open_searcher(
+            pool,
+            embedder,
+            store_dir=store_dir,
+            chroma_url=chroma_url,
+            embed_cache=embed_cache,
+            progress=progress,
+        )
+        indexed = time.perf_counter()
+        texts = [q.query for q in pool.queries]
+        hits = searcher.search_many(texts, depth)
+        all_scores = searcher.score_all(texts)
+        searched = time.perf_counter()
+        verdicts = _execute(pool, hits, executor, exec_cache, timeout, progress)
+        executed = time.perf_counter()
+        searcher.close()
+    finally:
+        if own_cache is not None:
+            embedder.use_cache(None)
+            own_cache.close()
+
+    records: list[QueryRecord] = []
+    per_query: list[dict] = []
+    for q, q_hits, q_verdicts, scores in zip(pool.queries, hits, verdicts, all_scores, strict=True):
+        ranked = []
+        top_results = []
+        for hit, verdict in zip(q_hits, q_verdicts, strict=True):
+            snippet = pool.snippet(hit.corpus_id)
+            bug = snippet.bug_type or ""
+            ranked.append(
+                Ranked(
+                    hit.corpus_id, verdict.passed, snippet.label, bug, _relation(q, hit.corpus_id), hit.score
+                )
+            )
+            if hit.rank <= TOP_RESULTS:
+                top_results.append(
+                    {
+                        "rank": hit.rank,
+                        "corpus_id": hit.corpus_id,
+                        "label": snippet.label,
+                        "bug_type": bug,
+                        "similarity": hit.score,
+                        "passes_all_tests": verdict.passed,
+                        "test_results": list(verdict.results),
+                    }
+                )
+        retrieved = {h.corpus_id for h in q_hits}
+        unseen_canonicals = sum(c not in retrieved for c in set(q.correct_corpus_ids))
+        records.append(
+            QueryRecord(
+                query_id=q.query_id,
+                domain=q.domain,
+                ranked=tuple(ranked),
+                n_relevant=unseen_canonicals + sum(r.passes for r in ranked),
+                canonical_below_paired=_canonical_below_paired(q, scores, searcher.position),
+            )
+        )
+        per_query.append(
+            {
+                "query_id": q.query_id,
+                "query": q.query,
+                "correct_corpus_ids": list(q.correct_corpus_ids),
+                "top_results": top_results,
+            }
+        )
+    metrics = aggregate(records, cutoffs)
+    ci95 = confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples)
+    diag = diagnostics(records, cutoffs)
+    finished = time.perf_counter()
+    encode_s = getattr(embedder, "encode_seconds", 0.0)
+    reused = getattr(searcher, "reused", None)
+    return {
+        "schema_version": RESULTS_VERSION,
+        "model": embedder.name,
+        "embedder_config": embedder.config_key(),
+        "pool": pool.name,
+        "pool_path": pool.path,
+        "n_queries": len(pool.queries),
+        "n_corpus": len(pool.corpus),
+        "ks": cutoffs,
+        "metrics": metrics,
+        "ci95": ci95,
+        "diagnostics": diag,
+        "run_info": {
+            "executor": executor.config_key(),
+            "timeout": timeout,
+            "seed": seed,
+            "n_resamples": n_resamples,
+            "depth": depth,
+            "store": "memory" if reused is None else ("reused" if reused else "built"),
+            "collection": getattr(searcher, "collection_name", None),
+            "timing": {
+                "index_s": indexed - began,
+                "search_s": searched - indexed,
+                "execute_s": executed - searched,
+                "metrics_s": finished - executed,
+                "total_s": finished - began,
+                "encode_s": encode_s,
+                "load_s": getattr(embedder, "load_seconds", 0.0),
+            },
+        },
+        "per_query": per_query,
+    }

@@ -205,7 +205,8 @@ class SentenceTransformerEmbedder(DenseEmbedder):
 
     def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
         model = self._load()
-        encode = model.encode_query if kind == "query" else model.encode_document
+        # encode_query/encode_document (sentence-transformers >= 5) apply the model's own prompts
+        encode = getattr(model, f"encode_{kind}", model.encode)
         prompt = self.query_prompt if kind == "query" else self.document_prompt
         extra = {"prompt": prompt} if prompt is not None else {}
         return encode(

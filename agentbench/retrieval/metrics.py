@@ -173,8 +173,12 @@ def _bootstrap_rows(rows: np.ndarray, *, seed: int, n_resamples: int, confidence
     means = rows.mean(axis=1)
     if rows.shape[1] < 2:
         return [[float(m), float(m)] for m in means]
+    import inspect
+
     from scipy.stats import bootstrap
 
+    gen = np.random.default_rng(seed)
+    seeded = {"rng": gen} if "rng" in inspect.signature(bootstrap).parameters else {"random_state": gen}
     res = bootstrap(
         (rows,),
         np.mean,
@@ -184,7 +188,7 @@ def _bootstrap_rows(rows: np.ndarray, *, seed: int, n_resamples: int, confidence
         vectorized=True,
         batch=1000,
         axis=-1,
-        rng=np.random.default_rng(seed),
+        **seeded,  # scipy < 1.15 calls it random_state
     )
     low = np.atleast_1d(res.confidence_interval.low)
     high = np.atleast_1d(res.confidence_interval.high)

@@ -65,6 +65,7 @@ def test_assembles_verifies_and_caches(site: Path, monkeypatch: pytest.MonkeyPat
     assert path == cache_dir() / "models" / "tiny-test-instruct.gguf"
     assert path.read_bytes() == b"".join(CHUNKS)
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".verified"]
+    assert weights.is_assembled("tiny-test") and oct(path.stat().st_mode & 0o777) == "0o644"
 
 
 def test_never_reassembles_a_verified_file(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -151,6 +151,11 @@ def test_no_function_gives_empty_string(reply: str) -> None:
     assert extract_code(reply, "f") == ""
 
 
+def test_bare_function_with_fenced_usage_example() -> None:
+    reply = f"def f(x):\n    return x + 1\n\nExample:\n{F}python\nprint(f(1))\n{F}\n"
+    assert extract_code(reply, "f") == "def f(x):\n    return x + 1"
+
+
 def test_renamed_function_is_still_returned() -> None:
     reply = f"{F}python\ndef other_name(x):\n    return x\n{F}"
     assert extract_code(reply, "wanted") == "def other_name(x):\n    return x"

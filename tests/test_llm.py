@@ -263,22 +263,25 @@ def test_missing_openai_key_fails_fast_in_one_line(monkeypatch: pytest.MonkeyPat
     assert message == "OPENAI_API_KEY is not set: export it or choose --llm local/qwen2.5-coder-1.5b"
 
 
-def test_missing_key_check_does_not_import_litellm() -> None:
+def test_missing_key_check_is_fast_and_light() -> None:
+    """The CLI's fail-fast path: no LiteLLM, no pydantic, well under a second including the import."""
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     code = (
         "import sys, time\n"
         "t = time.perf_counter()\n"
-        "from agentbench.agent import LLMClient\n"
+        "from agentbench.agent import check_model\n"
         "from agentbench.errors import ConfigError\n"
+        "try:\n    check_model('gpt-4o')\n"
+        "except ConfigError as e:\n    print(e)\n"
+        "print(time.perf_counter() - t < 0.5, 'litellm' in sys.modules, 'pydantic' in sys.modules)\n"
+        "from agentbench.agent import LLMClient\n"
         "try:\n    LLMClient('gpt-4o', cache=False).check()\n"
         "except ConfigError as e:\n    print(e)\n"
-        "print('litellm' in sys.modules, time.perf_counter() - t < 1.0)\n"
+        "print('litellm' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.splitlines() == [
-        "OPENAI_API_KEY is not set: export it or choose --llm local/qwen2.5-coder-1.5b",
-        "False True",
-    ]
+    message = "OPENAI_API_KEY is not set: export it or choose --llm local/qwen2.5-coder-1.5b"
+    assert out.stdout.splitlines() == [message, "True False False", message, "False"], out.stderr
 
 
 @pytest.mark.parametrize(
@@ -299,7 +302,7 @@ def test_missing_key_check_does_not_import_litellm() -> None:
     ],
 )
 def test_fast_key_table_agrees_with_litellm(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentbench.agent.llm import _KEY_VARS
+    from agentbench.agent.check import _KEY_VARS
 
     variable = next(v for prefix, v in _KEY_VARS if model.startswith(prefix))
     monkeypatch.delenv(variable, raising=False)
@@ -326,6 +329,19 @@ def test_unknown_bare_model_with_key_is_a_config_error(monkeypatch: pytest.Monke
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     with pytest.raises(ConfigError, match="unknown model 'gpt-nonexistent'.*openai/gpt-nonexistent"):
         check_model("gpt-nonexistent")
+
+
+def test_unknown_model_at_call_time_raises_model_error(tmp_path: Path) -> None:
+    c = LLMClient("no-such-model-xyz", cache=False)
+    with pytest.raises(ModelError, match="unknown model 'no-such-model-xyz'"):
+        run(lambda: c.complete(MESSAGES))
+
+
+def test_several_missing_variables_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AZURE_API_KEY", "AZURE_API_BASE", "AZURE_API_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match="^AZURE_.*, AZURE_.* are not set: export them or choose --llm"):
+        check_model("azure/my-deployment")
 
 
 def test_unknown_local_model_is_a_config_error() -> None:

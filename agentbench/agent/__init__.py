@@ -7,20 +7,43 @@
     generation = await agent.generate(task, "rag")  # Generation: messages, response, code, usage, cost, ...
     client.stats                                    # calls, cache_hits, prompt/completion tokens, cost_usd
 
-LiteLLM and llama-cpp-python are imported lazily, on the first request.
+Names are imported on first use (PEP 562), and LiteLLM and llama-cpp-python only on the first request, so
+``from agentbench.agent import check_model`` stays cheap for the CLI's fail-fast path.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from ._litellm import offline_defaults
-from .cache import ResponseCache
-from .extract import extract_code
-from .generate import GENERATION_SCHEMA_VERSION, Agent, Generation, Usage
-from .llm import DEFAULT_MODEL, LLMClient, LLMResult, LLMStats, check_model, redact
-from .prompts import CONDITIONS, PromptTemplate, Task, function_signature, load_template, render_context
-from .weights import LOCAL_MODELS, LocalModelSpec, cache_dir, ensure_model
 
 offline_defaults()
+
+_EXPORTS = {
+    "CONDITIONS": "prompts",
+    "DEFAULT_MODEL": "check",
+    "GENERATION_SCHEMA_VERSION": "generate",
+    "LOCAL_MODELS": "weights",
+    "Agent": "generate",
+    "Generation": "generate",
+    "LLMClient": "llm",
+    "LLMResult": "llm",
+    "LLMStats": "llm",
+    "LocalModelSpec": "weights",
+    "PromptTemplate": "prompts",
+    "ResponseCache": "cache",
+    "Task": "prompts",
+    "Usage": "generate",
+    "cache_dir": "weights",
+    "check_model": "check",
+    "ensure_model": "weights",
+    "extract_code": "extract",
+    "function_signature": "prompts",
+    "load_template": "prompts",
+    "redact": "check",
+    "render_context": "prompts",
+}
 
 __all__ = [
     "CONDITIONS",
@@ -46,3 +69,26 @@ __all__ = [
     "redact",
     "render_context",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .cache import ResponseCache
+    from .check import DEFAULT_MODEL, check_model, redact
+    from .extract import extract_code
+    from .generate import GENERATION_SCHEMA_VERSION, Agent, Generation, Usage
+    from .llm import LLMClient, LLMResult, LLMStats
+    from .prompts import CONDITIONS, PromptTemplate, Task, function_signature, load_template, render_context
+    from .weights import LOCAL_MODELS, LocalModelSpec, cache_dir, ensure_model

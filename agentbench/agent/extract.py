@@ -31,15 +31,18 @@ def extract_code(reply: str, function_name: str | None = None) -> str:
     """The code of ``reply`` that defines ``function_name`` (plus its helpers), or ``""``."""
     reply = reply.replace("\r\n", "\n")
     blocks = _fenced_blocks(reply)
-    candidates = [c for lang, body in blocks if lang in _PY_LANGS if (c := _parseable(body)) is not None]
-    if not candidates:  # unlabelled-as-python fences (```text, ```python3.11 …) that still hold Python
-        candidates = [
-            c for lang, body in blocks if lang not in _PY_LANGS if (c := _parseable(body)) is not None
-        ]
-    if not candidates:
-        candidates = _bare_regions(_outside_fences(reply) if blocks else reply)
-    units = [_Unit.of(c) for c in candidates]
-    units = [u for u in units if u.functions or u.classes]
+    stages = (
+        lambda: [_parseable(body) for lang, body in blocks if lang in _PY_LANGS],
+        # fences not labelled as Python (```text, ```python3.11 ...) that still hold Python
+        lambda: [_parseable(body) for lang, body in blocks if lang not in _PY_LANGS],
+        # code outside the fences (or a reply without fences)
+        lambda: _bare_regions(_outside_fences(reply) if blocks else reply),
+    )
+    units: list[_Unit] = []
+    for stage in stages:
+        units = [u for c in stage() if c is not None if (u := _Unit.of(c)).functions or u.classes]
+        if units:
+            break
     if not units:
         return ""
     primary = _primary(units, function_name)

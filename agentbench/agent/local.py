@@ -2,11 +2,12 @@
 
 Each model is loaded once per process and reused; calls go through ``Llama.create_chat_completion``
 so the GGUF's own chat template formats the messages. llama.cpp contexts are not thread-safe, so every
-generation holds the model's lock; ``acompletion`` runs the blocking call in a worker thread. Sampling
+generation holds the model's lock; ``acompletion`` runs the blocking call in a daemon worker thread. Sampling
 is deterministic by default (temperature 0 → greedy, fixed seed).
 
-Tuning through the environment: ``AGENTBENCH_LLAMA_THREADS`` (default: usable CPU cores) and
-``AGENTBENCH_LLAMA_CTX`` (context window, default 4096).
+Tuning through the environment: ``AGENTBENCH_LLAMA_THREADS`` (default: usable CPU cores),
+``AGENTBENCH_LLAMA_CTX`` (context window, default 4096) and ``OMP_WAIT_POLICY`` (default ``PASSIVE``:
+idle llama.cpp threads sleep instead of spinning, which keeps throughput up on a busy machine).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def load_local_model(name: str) -> tuple[Any, threading.Lock]:
         if spec.name in _models:
             return _models[spec.name]
         path = ensure_model(spec.name)
+        # llama.cpp's OpenMP workers spin while waiting; next to other busy processes (the sandbox, a
+        # shared CI box) spinning threads starve each other and throughput drops several-fold
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -118,4 +122,28 @@ class LocalLLM(CustomLLM):
         return model_response
 
     async def acompletion(self, *args: Any, **kwargs: Any):
-        return await asyncio.to_thread(self.completion, *args, **kwargs)
+        # A daemon thread rather than the default executor: on Ctrl-C the process exits at once instead
+        # of joining a generation that may run for many seconds more.
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        def work() -> None:
+            try:
+                result, error = self.completion(*args, **kwargs), None
+            except BaseException as exc:  # handed to the awaiting coroutine
+                result, error = None, exc
+            try:
+                loop.call_soon_threadsafe(settle, result, error)
+            except RuntimeError:  # the event loop is gone (interrupted run)
+                pass
+
+        threading.Thread(target=work, name="agentbench-llama", daemon=True).start()
+        return await future

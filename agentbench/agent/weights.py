@@ -12,7 +12,6 @@ Run ``python -m agentbench.agent [MODEL ...]`` to assemble ahead of time (all lo
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata as md
 import json
 import os
 import sys
@@ -20,10 +19,22 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 
-__all__ = ["LOCAL_MODELS", "LocalModelSpec", "cache_dir", "ensure_model", "find_chunks", "local_model_spec"]
+if TYPE_CHECKING:
+    import importlib.metadata as md
+
+__all__ = [
+    "LOCAL_MODELS",
+    "LocalModelSpec",
+    "cache_dir",
+    "ensure_model",
+    "find_chunks",
+    "is_assembled",
+    "local_model_spec",
+]
 
 _CHUNK = 8 * 1024 * 1024
 
@@ -108,6 +119,8 @@ def _chunk_of(dist: md.Distribution, package: str) -> Path | None:
 
 def find_chunks(spec: LocalModelSpec, path: Sequence[str] | None = None) -> list[Path]:
     """Paths of the chunk files in part order. ``path`` overrides ``sys.path`` (for tests)."""
+    import importlib.metadata as md
+
     search = list(sys.path if path is None else path)
     missing: list[str] = []
     chunks: list[Path] = []
@@ -154,6 +167,13 @@ def _write_marker(target: Path, sha256: str) -> None:
     tmp = _marker(target).with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(data)
     os.replace(tmp, _marker(target))
+
+
+def is_assembled(name: str, root: Path | None = None) -> bool:
+    """Whether local model ``name`` is already assembled and verified (no hashing, no packages needed)."""
+    spec = local_model_spec(name)
+    models = root if root is not None else cache_dir() / "models"
+    return _is_verified(models / spec.filename, spec.sha256)
 
 
 def _sha256_file(path: Path) -> str:

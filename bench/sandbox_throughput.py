@@ -192,19 +192,24 @@ ONE_SHOT = (
 
 
 def container_per_run(jobs: list[Job], workers: int) -> list[bool]:
+    from docker.errors import ContainerError
+
     from agentbench.execution.container import DockerExecutor
 
     template = DockerExecutor(workers=1)  # for the image and the lock-down options; starts no container
     opts = template.container_options()
-    for key in ("stdin_open", "detach", "tty", "auto_remove", "labels"):
+    for key in ("stdin_open", "detach", "tty", "auto_remove"):
         opts.pop(key)
     client = template.client
 
     def one(job: Job) -> bool:
         arg = json.dumps({"code": job.code, "tests": list(job.tests)})
-        out = client.containers.run(
-            template.image, ["python3", "-I", "-S", "-c", ONE_SHOT, arg], remove=True, **opts
-        )
+        limit = ["timeout", "-s", "KILL", f"{job.timeout:g}"]  # the job's time limit, start-up excluded
+        cmd = [*limit, "python3", "-I", "-S", "-c", ONE_SHOT, arg]
+        try:
+            out = client.containers.run(template.image, cmd, remove=True, **opts)
+        except ContainerError:  # non-zero exit: killed at the time limit, or crashed
+            return False
         lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("R ")]
         return len(lines) == len(job.tests) and all(ln.endswith(" pass") for ln in lines)
 
@@ -225,7 +230,8 @@ class ModeRunner:
         self.executor = None
         self.container_peaks: list[float] = []
 
-    def run(self, jobs: list[Job]) -> list[bool]:
+    def run(self, jobs: list[Job]) -> list:
+        """Per job: pass/fail for (a) and (b), the per-assert verdicts for our executors."""
         from agentbench.execution.container import DockerExecutor
         from agentbench.execution.process import ProcessExecutor
 
@@ -237,7 +243,7 @@ class ModeRunner:
         if self.executor is None:
             kind = DockerExecutor if self.mode == "c" else ProcessExecutor
             self.executor = kind(workers=self.workers)
-        return [r.passed for r in self.executor.run(jobs)]
+        return [r.results if r.infra_error is None else ["INFRA"] for r in self.executor.run(jobs)]
 
     def finish(self) -> dict:
         if self.executor is not None:
@@ -261,8 +267,8 @@ def serve(mode: str, jobs_file: str, workers: int) -> None:
     for line in sys.stdin:
         chosen = [jobs[i] for i in json.loads(line)]
         start = time.monotonic()
-        passed = runner.run(chosen)
-        print(json.dumps({"seconds": time.monotonic() - start, "passed": passed}), flush=True)
+        verdicts = runner.run(chosen)
+        print(json.dumps({"seconds": time.monotonic() - start, "verdicts": verdicts}), flush=True)
     print(json.dumps(runner.finish()), flush=True)
 
 
@@ -274,7 +280,7 @@ class ModeProcess:
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT
         )
-        self.seconds, self.passed, self.stats = 0.0, {}, {}
+        self.seconds, self.verdicts, self.stats = 0.0, {}, {}
 
     def _answer(self) -> dict:
         line = self.proc.stdout.readline()
@@ -284,11 +290,20 @@ class ModeProcess:
         return json.loads(line)
 
     def run(self, indices: list[int]) -> None:
-        self.proc.stdin.write(json.dumps(indices) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(indices) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the child died; _answer() shows why
         answer = self._answer()
         self.seconds += answer["seconds"]
-        self.passed.update(zip(indices, answer["passed"], strict=True))
+        self.verdicts.update(zip(indices, answer["verdicts"], strict=True))
+
+    @property
+    def passed(self) -> dict[int, bool]:
+        return {
+            i: v if isinstance(v, bool) else all(r == "pass" for r in v) for i, v in self.verdicts.items()
+        }
 
     def finish(self) -> None:
         self.proc.stdin.close()
@@ -297,7 +312,7 @@ class ModeProcess:
 
     @property
     def rate(self) -> float:
-        return len(self.passed) / self.seconds
+        return len(self.verdicts) / self.seconds
 
 
 def main() -> None:
@@ -366,9 +381,12 @@ def main() -> None:
     if "c" in modes:
         for other in ("a", "b", "d"):
             if other in modes:
-                theirs = modes[other].passed
-                agree = sum(modes["c"].passed[i] == p for i, p in theirs.items())
+                mine, theirs = modes["c"].passed, modes[other].passed
+                agree = sum(mine[i] == p for i, p in theirs.items())
                 print(f"pass/fail agreement (c) vs ({other}): {agree}/{len(theirs)}")
+        if "d" in modes:
+            same = sum(modes["c"].verdicts[i] == v for i, v in modes["d"].verdicts.items())
+            print(f"per-assert verdict agreement (c) vs (d): {same}/{len(modes['d'].verdicts)} jobs")
     if "c" in modes and "a" in modes:
         print(f"docker_vs_process_per_sample={modes['c'].rate / modes['a'].rate:.2f}")
     if "c" in modes and "b" in modes:

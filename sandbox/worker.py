@@ -6,10 +6,10 @@ Two processes, so that untrusted code never shares memory with the key that sign
   executor, and writes the executor's answer to stdout as ``AB1 <hmac> <json>``. It forks the executor
   before it reads the secret and never forks again.
 - the *executor* pre-imports common modules, then forks one child per job from this warm interpreter.
-  The child redirects stdout/stderr to pipes, closes every other descriptor, lowers its rlimits and runs
-  the harness. Afterwards the executor kills every process except init, the signer and itself (daemonized
-  grandchildren included), wipes /tmp and /dev/shm, and reports ``dirty`` if it could not, so that the
-  host replaces the container.
+  The child redirects stdout/stderr to pipes, closes every other descriptor, lowers its rlimits and
+  priority, and runs the harness. Afterwards the executor kills every process except init, the signer and
+  itself (daemonized grandchildren included), wipes /tmp and /dev/shm, and reports ``dirty`` if it could
+  not, so that the host replaces the container.
 
 Both are non-dumpable: a job running as the same uid cannot open their descriptors or read their memory.
 It can reach init's stdout (``/proc/1/fd/1``), which is why frames are signed.
@@ -145,16 +145,9 @@ def child(job, nonce, out_w, err_w, res_w, timeout):
         os.dup2(res_w, 3)
         os.closerange(4, 1 << 16)
         harness.reset_signals()
+        os.setpriority(os.PRIO_PROCESS, 0, 19)  # only the worker competes in this container: it must win
         os.chdir("/tmp")
-        mem = job.get("memory_mb")
-        harness.apply_limits(
-            {
-                "as": mem << 20 if mem else None,
-                "cpu": int(timeout) + 2,
-                "fsize": 16 << 20,
-                "nofile": 256,
-            }
-        )
+        harness.apply_limits(harness.job_limits(timeout, job.get("memory_mb")))
     except BaseException:
         os._exit(71)
     harness.run_job(job["code"], job["tests"], 3, nonce)

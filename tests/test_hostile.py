@@ -11,6 +11,8 @@ Docker tests fail instead of skipping when CI is set and the engine or image is 
 from __future__ import annotations
 
 import os
+import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,10 +59,17 @@ PROGRAMS = [
         2,
     ),
     Hostile(
-        "memory_bomb",
+        "memory_bomb",  # touches every page: MemoryError, or TIMEOUT if zeroing 1 GB is slow here
         "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n",
         ("assert True",),
-        "ERROR:",
+        "not-pass",
+        3,
+    ),
+    Hostile(
+        "address_space_bomb",
+        "blocks = []\nwhile True:\n    blocks.append(bytes(256 << 20))\n",
+        ("assert True",),
+        "ERROR:MemoryError",
     ),
     Hostile(
         "disk_fill_tmp",
@@ -353,13 +362,15 @@ def _outcome(kind: str, outcomes: dict[str, Outcome]) -> Outcome:
         before = set(_descendants())  # e.g. multiprocessing's resource tracker from other test modules
         if kind == "docker":
             from agentbench.execution.container import LABEL, DockerExecutor
+            from agentbench.execution.engine import connect
 
             executor = DockerExecutor(workers=2, hang_grace=3)
             owner = executor.container_options()["labels"]["agentbench.owner"]
 
             def leak_check() -> list[str]:
                 filters = {"label": [LABEL, f"agentbench.owner={owner}"]}
-                containers = executor.client.containers.list(all=True, filters=filters)
+                with closing(connect()) as client:  # the executor closed its own client
+                    containers = client.containers.list(all=True, filters=filters)
                 return [c.name for c in containers] + sorted(set(_descendants()) - before)
         else:
             from agentbench.execution.process import MAX_UID_SLOTS, UID_BASE, ProcessExecutor
@@ -368,7 +379,11 @@ def _outcome(kind: str, outcomes: dict[str, Outcome]) -> Outcome:
 
             def leak_check() -> list[str]:
                 uids = {UID_BASE + slot % MAX_UID_SLOTS for slot in range(1, 200)}
-                strays = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids]
+                for _ in range(30):  # killed namespaces take a moment to disappear from /proc
+                    strays = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids]
+                    if not strays:
+                        break
+                    time.sleep(0.1)
                 return sorted(set(_descendants()) - before) + strays
 
         outcomes[kind] = _run_suite(executor, leak_check)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -193,13 +194,15 @@ def test_auto_picks_docker_when_available() -> None:
 def test_close_leaves_no_containers() -> None:
     _require_docker()
     from agentbench.execution.container import LABEL, DockerExecutor
+    from agentbench.execution.engine import connect
 
     ex = DockerExecutor(workers=2)
     ex.run([Job("x = 1", ("assert x == 1",))] * 4)
     owner = ex.container_options()["labels"]["agentbench.owner"]
     ex.close()
     ex.close()  # idempotent
-    left = ex.client.containers.list(all=True, filters={"label": [LABEL, f"agentbench.owner={owner}"]})
+    with closing(connect()) as client:
+        left = client.containers.list(all=True, filters={"label": [LABEL, f"agentbench.owner={owner}"]})
     assert left == []
 
 
@@ -216,3 +219,20 @@ def test_cli_exec_and_check_with_docker(tmp_path: Path) -> None:
     check = run_cli("sandbox", "check")
     assert check.returncode == 0, check.stderr
     assert "docker trial run: ok" in check.stdout and "process executor: ok" in check.stdout
+
+
+@pytest.mark.docker
+def test_a_long_job_frees_its_slot_for_an_overflow_container() -> None:
+    _require_docker()
+    from agentbench.execution.container import DockerExecutor
+
+    loop = Job("while True:\n    pass\n", ("assert True",), timeout=3)
+    quick = [Job(ADD, ("assert add(1, 1) == 2",))] * 10
+    with DockerExecutor(workers=1, overflow=1, slow_after=0.3) as ex:
+        results = ex.run([loop, *quick])
+        assert len(ex._all) == 2  # the quick jobs did not wait behind the loop
+    assert results[0].results == ["TIMEOUT"] and all(r.passed for r in results[1:])
+    with DockerExecutor(workers=1, overflow=0, slow_after=0.3) as ex:
+        results = ex.run([loop, *quick[:2]])
+        assert len(ex._all) == 1
+    assert results[0].results == ["TIMEOUT"] and all(r.passed for r in results[1:])

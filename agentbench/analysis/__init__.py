@@ -1,7 +1,25 @@
 """Analysis stage: propagation metrics, confidence intervals, summaries and reports."""
 
+from .compare import compare_sources, load_run, load_sources, paired_stats
+from .gate import evaluate_gate, gate_results, parse_thresholds, write_junit
+from .html import render_html, write_html
 from .propagation import summarize
 from .report import print_summary, write_report
 from .stats import proportion
 
-__all__ = ["summarize", "print_summary", "write_report", "proportion"]
+__all__ = [
+    "summarize",
+    "print_summary",
+    "write_report",
+    "proportion",
+    "load_run",
+    "load_sources",
+    "compare_sources",
+    "paired_stats",
+    "parse_thresholds",
+    "evaluate_gate",
+    "gate_results",
+    "write_junit",
+    "render_html",
+    "write_html",
+]

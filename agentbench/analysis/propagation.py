@@ -8,6 +8,9 @@ Definitions (records with ``llm_error`` or ``infra_error`` are excluded everywhe
 - repair rate: the pass rate of generations given buggy context;
 - retrieval errors that became failures: among ``rag`` records whose top-1 fails the tests, the share that
   failed end to end.
+
+With ``--rerank`` every verdict is on each query's held-out asserts, and ``rerank`` compares ``rag`` with
+``rag_reranked`` (the same prompt with the reranked top-k) and retrieval exec@1 before and after.
 """
 
 from __future__ import annotations
@@ -65,6 +68,38 @@ def _propagation(scored: list[RunRecord]) -> dict:
     }
 
 
+def _rerank_side_by_side(retrieval: dict, conditions: dict) -> dict:
+    """--rerank (issue 7): the reranked retrieval and rag numbers, all on held-out asserts."""
+    rr = retrieval.get("rerank")
+    if not rr:
+        return {}
+    return {
+        "retrieval_reranked_exec@1": rr.get("metrics", {}).get("exec@1"),
+        "rag_reranked_pass_rate": conditions.get("rag_reranked", {}).get("pass_rate"),
+    }
+
+
+def _rerank(retrieval: dict, conditions: dict) -> dict:
+    """What the reranking was, what it gained end to end and what it cost; empty without --rerank."""
+    rr = retrieval.get("rerank")
+    if not rr:
+        return {}
+    info = {
+        k: rr.get(k) for k in ("name", "skipped", "k", "visible_tests", "seed", "scored_on", "top1_changed")
+    }
+    return {
+        "rerank": info
+        | {
+            "exec@1_before": retrieval.get("metrics", {}).get("exec@1"),
+            "exec@1_after": rr.get("metrics", {}).get("exec@1"),
+            "rag_pass_rate": conditions.get("rag", {}).get("pass_rate"),
+            "rag_reranked_pass_rate": conditions.get("rag_reranked", {}).get("pass_rate"),
+            "cost": rr.get("cost", {}),
+            "stats": rr.get("stats", {}),
+        }
+    }
+
+
 def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config: RunConfig) -> dict:
     """The run's summary.json: retrieval-only and end-to-end numbers side by side."""
     scored = [r for r in records if r.scored]
@@ -97,11 +132,13 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
             "closed_book_pass_rate": conditions.get("closed_book", {}).get("pass_rate"),
             "oracle_pass_rate": conditions.get("oracle", {}).get("pass_rate"),
             "distractor_pass_rate": conditions.get("distractor", {}).get("pass_rate"),
+            **_rerank_side_by_side(retrieval, conditions),
         },
         "by_domain": {
             d: {c: _passes([r for r in g if r.condition == c]) for c in config.conditions}
             for d, g in _by(scored, lambda r: r.domain).items()
         },
+        **_rerank(retrieval, conditions),
         "llm": {
             "model": config.llm,
             "calls": llm_stats.get("calls", 0),

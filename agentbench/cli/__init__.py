@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ..errors import AgentbenchError
-from . import pool, retrieve, run, sandbox
+from . import check, compare, pool, report, retrieve, run, sandbox
 
 __all__ = ["app", "main"]
 
@@ -22,6 +22,9 @@ app.add_typer(pool.app, name="pool")
 app.add_typer(sandbox.app, name="sandbox")
 app.command("retrieve")(retrieve.retrieve)
 app.command("run")(run.run)
+app.command("report")(report.report)
+app.command("compare")(compare.compare)
+app.command("check")(check.check)
 
 
 def main() -> None:

@@ -71,7 +71,8 @@ def _table(results: list[dict], pool: str) -> Table:
     first = results[0]
     table = Table(
         title=f"retrieval on {pool}: {first['n_queries']} queries, {first['n_corpus']} snippets",
-        caption="exec@k by execution verdict; \\[lo, hi] = 95% bootstrap CI over queries",
+        caption="exec@k by execution verdict; \\[lo, hi] = 95% bootstrap CI over queries"
+        + ("; held-out asserts only (vector order)" if "rerank" in first else ""),
     )
     table.add_column("metric")
     for r in results:
@@ -112,6 +113,64 @@ def _table(results: list[dict], pool: str) -> Table:
     rows.append(("top rank-1 failure", [top_bug(r) for r in results]))
     for label, cells in rows:
         table.add_row(label, *cells)
+    return table
+
+
+def _rerank_table(results: list[dict]) -> Table:
+    """Before/after reranking, both on held-out asserts, with what the reranking cost."""
+    first = results[0]["rerank"]
+    table = Table(
+        title=f"reranking the top {first['k']} with {first['name']}",
+        caption=(
+            f"before = vector order, after = reranked; all on held-out asserts ({first['n_held_out']} held out, "
+            f"{first['n_visible']} visible: --visible-tests {first['visible_tests']}, seed {first['seed']})"
+        ),
+    )
+    table.add_column("")
+    for r in results:
+        table.add_column(r["model"], justify="right")
+    kmax = results[0]["ks"][-1]
+    names = [f"exec@{k}" for k in results[0]["ks"]] + [f"ndcg@{kmax}", "mrr"]
+    for name in names:
+        cells = []
+        for r in results:
+            before, after = r["metrics"][name], r["rerank"]["metrics"][name]
+            cells.append(f"{before:.3f} -> {after:.3f} ({after - before:+.3f})")
+        table.add_row(f"{name} before -> after", *cells)
+    table.add_row("top-1 changed", *[f"{r['rerank']['top1_changed']}/{r['n_queries']}" for r in results])
+    table.add_row(
+        "cost: executions (run now)",
+        *[f"{r['rerank']['cost']['executions']} ({r['rerank']['cost']['executed_now']})" for r in results],
+    )
+    table.add_row(
+        "cost: seconds (sandbox total)",
+        *[
+            f"{r['rerank']['cost']['seconds']:.1f} ({r['rerank']['cost']['sandbox_seconds']:.1f})"
+            for r in results
+        ],
+    )
+    stats = first["stats"]
+    if "inputs_total" in stats:
+        table.add_row(
+            "inputs per query (total)",
+            *[
+                f"{r['rerank']['stats']['inputs_mean']} ({r['rerank']['stats']['inputs_total']})"
+                for r in results
+            ],
+        )
+        table.add_row(
+            "unique consensus winner",
+            *[
+                f"{r['rerank']['stats']['unique_winner']}/{r['n_queries']} "
+                f"({r['rerank']['stats']['unique_winner_share']:.2f})"
+                for r in results
+            ],
+        )
+    if "queries_with_a_visible_pass" in stats:
+        table.add_row(
+            "queries with a candidate passing visible",
+            *[f"{r['rerank']['stats']['queries_with_a_visible_pass']}/{r['n_queries']}" for r in results],
+        )
     return table
 
 
@@ -157,18 +216,42 @@ def retrieve(
         int | None, typer.Option("--sandbox-workers", help="Parallel workers (default: cores).")
     ] = None,
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per execution.")] = 10.0,
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap confidence intervals.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the bootstrap intervals and of the --rerank test split.")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            "--rerank",
+            help="Rerank the top k: exec-visible, exec-consensus or ce:<model>. Metrics then use held-out "
+            "asserts only, before and after.",
+        ),
+    ] = None,
+    visible_tests: Annotated[
+        str,
+        typer.Option(
+            "--visible-tests", help="With --rerank: visible asserts per query, a count N or a fraction."
+        ),
+    ] = "0.5",
+    rerank_k: Annotated[int, typer.Option("--rerank-k", help="With --rerank: candidates reranked.")] = 10,
 ) -> None:
     """Score retrieval on a pool: exec@1/3/5/10, nDCG, MRR and rank-1 failure diagnostics per embedder."""
     from ..execution import make_executor
     from ..execution.cache import ExecCache
     from ..pools import load_pool
     from ..retrieval import DEFAULT_EMBEDDER, EmbeddingCache, evaluate_retrieval, parse_embedder
+    from ..retrieval.rerank import RerankerUnavailable, make_reranking
     from ..retrieval.store import parse_chroma_url
 
     if chroma_url is not None:
         parse_chroma_url(chroma_url)
+    reranking = None
+    if rerank:
+        try:
+            reranking = make_reranking(rerank, visible_tests, rerank_k, seed)
+        except RerankerUnavailable as exc:
+            typer.echo(f"agentbench: rerank: {exc}", err=True)
     specs = list(dict.fromkeys(embedder or [DEFAULT_EMBEDDER]))
     parsed = [parse_embedder(s) for s in specs]
     for e in parsed:  # missing keys or models fail here, before any work
@@ -191,6 +274,7 @@ def retrieve(
                 embed_cache=vectors,
                 timeout=timeout,
                 seed=seed,
+                rerank=reranking,
             )
             path = out_dir / f"{_slug(e.name, taken)}.json"
             _write_json(path, res)
@@ -203,6 +287,11 @@ def retrieve(
             "results": [
                 {k: r[k] for k in ("model", "n_queries", "n_corpus", "ks", "metrics", "ci95", "diagnostics")}
                 | {"file": str(f)}
+                | (
+                    {"rerank": {k: v for k, v in r["rerank"].items() if k != "per_query"}}
+                    if "rerank" in r
+                    else {}
+                )
                 for r, f in zip(results, files, strict=True)
             ],
         }
@@ -210,5 +299,15 @@ def retrieve(
         return
     console.print(_table(results, pool))
     console.print(_breakdowns(results))
+    if "rerank" in results[0]:
+        console.print(_rerank_table(results))
+        for r in results:
+            rr = r["rerank"]
+            console.print(
+                f"exec@1 on held-out asserts, {r['model']} + {rr['name']}: before {r['metrics']['exec@1']:.3f}, "
+                f"after {rr['metrics']['exec@1']:.3f} (cost: {rr['cost']['executions']} executions, "
+                f"{rr['cost']['seconds']:.1f} s)",
+                highlight=False,
+            )
     for f in files:
         console.print(f"wrote {f}", highlight=False)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..agent import CONDITIONS, DEFAULT_MODEL
 from ..retrieval import DEFAULT_EMBEDDER
+from .check import GATE_HELP, OutputFormat, enforce, parse_gate, precheck  # CI gate (issue 6)
 
 
 def run(
@@ -34,7 +36,10 @@ def run(
         bool, typer.Option(help="Continue the run in --run-dir without redoing finished records.")
     ] = False,
     seed: Annotated[
-        int, typer.Option(help="Seed for the distractor choice, LLM sampling and bootstrap.")
+        int,
+        typer.Option(
+            help="Seed for the distractor choice, LLM sampling, bootstrap and the --rerank test split."
+        ),
     ] = 0,
     prompt: Annotated[
         str | None, typer.Option(help="A prompt template file or directory of <condition>.md files.")
@@ -49,6 +54,29 @@ def run(
         str | None, typer.Option(help="Use a Chroma server instead of the embedded store.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="Rerank the top k (exec-visible, exec-consensus, ce:<model>): adds the rag_reranked "
+            "condition and scores every condition on held-out asserts."
+        ),
+    ] = None,
+    visible_tests: Annotated[
+        str, typer.Option(help="With --rerank: visible asserts per query, a count N or a fraction.")
+    ] = "0.5",
+    rerank_k: Annotated[int, typer.Option(help="With --rerank: candidates reranked.")] = 10,
+    # --- CI gate (issue 6): options; the logic is agentbench.analysis.gate via cli/check.py ---
+    fail_under: Annotated[
+        list[str] | None, typer.Option("--fail-under", metavar="METRIC=VALUE", help=GATE_HELP["fail_under"])
+    ] = None,
+    fail_over: Annotated[
+        list[str] | None, typer.Option("--fail-over", metavar="METRIC=VALUE", help=GATE_HELP["fail_over"])
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help=GATE_HELP["junit"])] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
+    ] = OutputFormat.table,
+    # --- end CI gate options ---
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
     from ..analysis import print_summary
@@ -73,10 +101,46 @@ def run(
         chroma_url=chroma_url,
         run_dir=run_dir,
         resume=resume,
+        rerank=rerank,
+        visible_tests=visible_tests,
+        rerank_k=rerank_k,
     )
+    # --- CI gate (issue 6): bad thresholds fail before any work (exit 2) ---
+    thresholds = parse_gate(fail_under, fail_over)
+    precheck(config, thresholds)
+    as_json = as_json or output_format is OutputFormat.json
+    # --- end CI gate ---
     result = evaluate(config, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary, indent=2))
+    else:
+        print_summary(result.summary)
+        _print_rerank(result.summary.get("rerank"))
+        typer.echo(f"run directory: {result.run_dir}")
+    # --- CI gate (issue 6): exit 1 when a threshold is violated ---
+    enforce(result.summary, thresholds, records=result.records, junit=junit)
+
+
+def _print_rerank(rr: dict | None) -> None:
+    """--rerank: pass rates with and without reranking, on the same held-out asserts."""
+    if not rr:
         return
-    print_summary(result.summary)
-    typer.echo(f"run directory: {result.run_dir}")
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    if rr["name"] is None:
+        typer.echo(f"reranking skipped ({rr['skipped']}); every condition scored on held-out asserts")
+        return
+    cost = rr["cost"]
+    typer.echo(
+        f"reranking the top {rr['k']} with {rr['name']} (--visible-tests {rr['visible_tests']}); "
+        "every number on held-out asserts:"
+    )
+    typer.echo(f"  retrieval exec@1: {fmt(rr['exec@1_before'])} -> {fmt(rr['exec@1_after'])}")
+    typer.echo(
+        f"  end-to-end pass rate: rag {fmt(rr['rag_pass_rate'])} -> rag_reranked {fmt(rr['rag_reranked_pass_rate'])}"
+    )
+    typer.echo(
+        f"  cost: {cost['executions']} executions ({cost['executed_now']} run now), {cost['seconds']:.1f} s"
+    )

@@ -49,12 +49,14 @@ def check() -> None:
     typer.echo(f"docker engine:    ok (version {engine_version(client).get('Version', '?')})")
     tag = image_tag()
     if not image_present(client, tag):
+        client.close()
         typer.echo(f"sandbox image:    MISSING {tag}")
         raise SandboxError(f"sandbox image {tag} is missing: run `agentbench sandbox build --offline`")
     typer.echo(f"sandbox image:    ok ({tag})")
     start = time.monotonic()
     with DockerExecutor(workers=1, client=client) as docker_exec:
         res = docker_exec.run([trial])[0]
+    client.close()
     if res.results != ["pass", "FAIL"]:
         raise SandboxError(
             f"the Docker trial run gave {res.results} instead of ['pass', 'FAIL']: {res.infra_error}"

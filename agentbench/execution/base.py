@@ -20,6 +20,9 @@ TIMEOUT = "TIMEOUT"
 
 DEFAULT_TIMEOUT = 10.0
 OUTPUT_LIMIT = 8_192
+# Address-space limit for one job, the same in every executor so that verdicts agree (a mutant computing
+# ``8 << 0xFF000000`` needs ~510 MB: it passes or raises MemoryError depending on this number).
+JOB_MEMORY_MB = 1024
 
 
 def code_sha256(code: str) -> str:

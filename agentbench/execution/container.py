@@ -6,6 +6,12 @@ memory = memory+swap, a CPU quota, a pids limit, no capabilities, no-new-privile
 init process. Answers are signed with a per-container key (see the worker's docstring), so nothing a job
 writes can pass for a verdict. A container that dies or stops answering is replaced and the job retried
 once; a second loss is reported as ``infra_error``, never as a test failure.
+
+Scheduling: ``workers`` jobs (one per core by default) run at a time, but a job still running after
+``slow_after`` seconds (nearly always a loop heading for TIMEOUT; normal jobs take milliseconds) gives up
+its slot, and up to ``overflow`` extra containers keep the other jobs moving meanwhile. Wall-clock limits
+make a looping job cost its full time limit whatever else runs; without overflow a pool where 3% of jobs
+loop spends most of its time waiting on them. ``overflow=0`` restores strictly one job per core.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import SandboxError
-from .base import OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
+from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 from .engine import connect, require_image, sandbox_error
 
 __all__ = ["DockerExecutor", "LABEL"]
@@ -33,6 +39,7 @@ __all__ = ["DockerExecutor", "LABEL"]
 LABEL = "agentbench.sandbox"
 PROTOCOL = b"AB1 "
 GRACE = 10.0  # seconds a worker may take beyond the job's own limit (cleanup, scheduling)
+SLOW_AFTER = 1.0  # seconds after which a running job no longer counts against the worker budget
 START_TIMEOUT = 60.0
 BUFFER_LIMIT = 32 << 20
 INFRA = "ERROR:Infra"
@@ -53,7 +60,10 @@ class _Frames:
         self.out = bytearray()
         self.err = bytearray()
 
-    def next(self, deadline: float) -> dict:
+    def next(
+        self, deadline: float, wake_at: float = float("inf"), on_wake: Callable[[], None] | None = None
+    ) -> dict:
+        """The next verified answer; calls ``on_wake`` once if none has come by ``wake_at``."""
         while True:
             nl = self.out.find(b"\n")
             if nl >= 0:
@@ -63,7 +73,10 @@ class _Frames:
                 if answer is not None:
                     return answer
                 continue
-            self._recv(deadline)
+            if on_wake is not None and time.monotonic() >= wake_at:
+                on_wake()
+                on_wake = None
+            self._recv(min(deadline, wake_at) if on_wake is not None else deadline, deadline)
 
     def _verify(self, line: bytes) -> dict | None:
         """The answer in ``line`` if its signature checks out (junk a job wrote may precede it)."""
@@ -76,15 +89,17 @@ class _Frames:
             start = line.find(PROTOCOL, start + 1)
         return None
 
-    def _recv(self, deadline: float) -> None:
-        left = deadline - time.monotonic()
-        if left <= 0:
+    def _recv(self, until: float, deadline: float) -> None:
+        now = time.monotonic()
+        if now >= deadline:
             raise _Lost("stopped answering")
-        self.sock.settimeout(left)
+        self.sock.settimeout(max(until - now, 0.001))
         try:
             chunk = self.sock.recv(1 << 16)
         except TimeoutError as exc:
-            raise _Lost("stopped answering") from exc
+            if time.monotonic() >= deadline:
+                raise _Lost("stopped answering") from exc
+            return
         except OSError as exc:
             raise _Lost(f"connection failed ({exc})") from exc
         if not chunk:
@@ -112,11 +127,10 @@ class _Worker:
         self.container: Any = None
         self.sock: Any = None
         self.frames: _Frames | None = None
+        self._attached: Any = None
         self.seq = 0
 
     def start(self) -> None:
-        from docker.errors import DockerException
-
         o = self.owner
         try:
             self.container = o.client.containers.create(o.image, **o.container_options())
@@ -126,7 +140,7 @@ class _Worker:
             self.sock = getattr(attached, "_sock", attached)
             self._attached = attached  # keep the HTTP response alive
             self.container.start()
-        except DockerException as exc:
+        except Exception as exc:  # DockerException, or requests' errors when the engine goes away
             self.stop()
             raise sandbox_error("starting a sandbox container", exc) from exc
         key = os.urandom(32)
@@ -140,8 +154,10 @@ class _Worker:
             raise SandboxError(f"a sandbox container failed to start ({exc}): {detail}") from exc
         self.python = ready.get("python", "?")
 
-    def run(self, job: Job) -> dict:
-        assert self.frames is not None
+    def run(self, job: Job, on_slow: Callable[[], None] | None = None) -> dict:
+        """Send the job, wait for its answer; ``on_slow`` is called once if it runs past ``slow_after``."""
+        if self.frames is None:
+            raise _Lost("was never started")
         self.seq += 1
         o = self.owner
         message = {
@@ -156,18 +172,18 @@ class _Worker:
             self.sock.sendall(json.dumps(message).encode() + b"\n")
         except OSError as exc:
             raise _Lost(f"connection failed ({exc})") from exc
-        deadline = time.monotonic() + job.timeout + o.hang_grace
+        now = time.monotonic()
+        deadline, wake_at = now + job.timeout + o.hang_grace, now + o.slow_after
         while True:
-            answer = self.frames.next(deadline)
+            answer = self.frames.next(deadline, wake_at, on_slow)
+            on_slow = None
             if answer.get("id") == self.seq:
                 return answer
 
     def stop(self) -> None:
-        from docker.errors import DockerException
-
         for closer in (
             getattr(self.sock, "close", None),
-            getattr(getattr(self, "_attached", None), "close", None),
+            getattr(self._attached, "close", None),
         ):
             try:
                 if closer:
@@ -177,8 +193,8 @@ class _Worker:
         if self.container is not None:
             try:
                 self.container.remove(force=True)
-            except DockerException:
-                pass  # already gone (auto-remove) or being removed
+            except Exception:
+                pass  # already gone (auto-remove), being removed, or the engine is down
             self.container = None
 
 
@@ -191,20 +207,32 @@ class DockerExecutor(Executor):
         self,
         workers: int | None = None,
         image: str | None = None,
-        memory_mb: int = 768,
-        job_memory_mb: int = 512,
+        memory_mb: int = JOB_MEMORY_MB + 512,
+        job_memory_mb: int = JOB_MEMORY_MB,
         cpus: float = 1.0,
         pids: int = 64,
         output_limit: int = OUTPUT_LIMIT,
         hang_grace: float = GRACE,
+        overflow: int | None = None,
+        slow_after: float = SLOW_AFTER,
         client: Any = None,
     ) -> None:
+        self._own_client = client is None
         self.client = client or connect()
-        self.image = require_image(self.client, image)
+        try:
+            self.image = require_image(self.client, image)
+        except SandboxError:
+            self._close_client()
+            raise
         self.workers = workers or os.cpu_count() or 1
         self.memory_mb, self.job_memory_mb, self.cpus, self.pids = memory_mb, job_memory_mb, cpus, pids
         self.output_limit = output_limit
         self.hang_grace = hang_grace
+        # A job still running after ``slow_after`` s (usually a loop heading for TIMEOUT) stops holding one
+        # of the ``workers`` slots, and up to ``overflow`` extra containers keep the other jobs moving.
+        self.overflow = self.workers if overflow is None else overflow
+        self.slow_after = slow_after
+        self._slots = threading.Semaphore(self.workers)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # labels our containers
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
@@ -218,7 +246,8 @@ class DockerExecutor(Executor):
         return f"docker:{self.image}:mem={self.memory_mb}:jobmem={self.job_memory_mb}:cpus={self.cpus:g}:pids={self.pids}"
 
     def describe(self) -> str:
-        return f"docker executor, {self.workers} containers of {self.image}"
+        extra = f" (+{self.overflow} while jobs run long)" if self.overflow else ""
+        return f"docker executor, {self.workers} containers{extra} of {self.image}"
 
     def container_options(self) -> dict[str, Any]:
         """Keyword arguments for ``containers.create``: the lock-down lives here."""
@@ -265,12 +294,31 @@ class DockerExecutor(Executor):
                 self._idle.put(w)
             self._started = True
 
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self._closed:
+            raise SandboxError("the Docker executor was closed while jobs were running")
+
     def _take(self) -> _Worker:
+        """An idle container; a new one when all are busy and slow jobs left room for overflow."""
         while True:
-            if self._broken is not None:
-                raise self._broken
-            if self._closed:
-                raise SandboxError("the Docker executor was closed while jobs were running")
+            self._check_usable()
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                pass
+            with self._lock:
+                grow = _Worker(self) if len(self._all) < self.workers + self.overflow else None
+                if grow is not None:
+                    self._all.append(grow)
+            if grow is not None:
+                try:
+                    grow.start()
+                except SandboxError as exc:
+                    self._broken = exc
+                    raise
+                return grow
             try:
                 return self._idle.get(timeout=0.5)
             except queue.Empty:
@@ -297,16 +345,38 @@ class DockerExecutor(Executor):
             workers, self._all = self._all, []
         for w in workers:
             w.stop()
+        self._close_client()
+
+    def _close_client(self) -> None:
+        if self._own_client:
+            self._own_client = False
+            self.client.close()
 
     # -- running ------------------------------------------------------------------------------------
 
     def _run_one(self, job: Job) -> ExecResult:
+        while not self._slots.acquire(timeout=0.5):
+            self._check_usable()
+        held = True
+
+        def release() -> None:  # once: when the job turns slow, or when it ends (same thread)
+            nonlocal held
+            if held:
+                held = False
+                self._slots.release()
+
+        try:
+            return self._attempts(job, release)
+        finally:
+            release()
+
+    def _attempts(self, job: Job, on_slow: Callable[[], None]) -> ExecResult:
         lost: _Lost | None = None
         for _attempt in range(2):
             worker = self._take()
             start = time.monotonic()
             try:
-                answer = worker.run(job)
+                answer = worker.run(job, on_slow)
             except _Lost as exc:
                 lost = exc
                 self._replace(worker)
@@ -335,7 +405,7 @@ class DockerExecutor(Executor):
                 progress(1)
             return res
 
-        with ThreadPoolExecutor(self.workers) as pool:
+        with ThreadPoolExecutor(self.workers + self.overflow) as pool:
             return list(pool.map(one, jobs))
 
 

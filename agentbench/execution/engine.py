@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import docker
 
 __all__ = [
+    "engine_version",
     "IMAGE_REPO",
     "SANDBOX_DIR",
     "HARNESS",
@@ -48,13 +49,12 @@ def connect(timeout: float = 60.0) -> docker.DockerClient:
     """A client for the engine configured by the environment (DOCKER_HOST etc.), checked with a ping."""
     try:
         import docker
-        from docker.errors import DockerException
     except ImportError as exc:  # pragma: no cover - docker is a dependency
         raise SandboxError("the `docker` Python package is missing: pip install docker") from exc
     try:
         client = docker.from_env(timeout=int(timeout))
         client.ping()
-    except (DockerException, OSError) as exc:
+    except Exception as exc:  # DockerException, requests or socket errors
         raise SandboxError(f"the Docker engine is not reachable: {START_ENGINE_HINT}") from exc
     return client
 
@@ -77,13 +77,13 @@ def image_tag() -> str:
 
 
 def image_present(client: docker.DockerClient, tag: str) -> bool:
-    from docker.errors import DockerException, ImageNotFound
+    from docker.errors import ImageNotFound
 
     try:
         client.images.get(tag)
     except ImageNotFound:
         return False
-    except DockerException as exc:
+    except Exception as exc:  # DockerException or a requests error
         raise sandbox_error(f"looking up image {tag}", exc) from exc
     return True
 

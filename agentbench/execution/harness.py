@@ -84,6 +84,17 @@ def run_job(
         emit(i, outcome_of(exc))
 
 
+def job_limits(timeout, memory_mb, nproc=None):
+    """The rlimits every executor gives a job, so verdicts do not depend on the executor."""
+    return {
+        "as": memory_mb << 20 if memory_mb else None,
+        "cpu": int(timeout) + 2,
+        "fsize": 16 << 20,
+        "nofile": 256,
+        "nproc": nproc,
+    }
+
+
 def apply_limits(limits):
     """Lower rlimits for the current process; keys: as, cpu, fsize, nproc, nofile (missing = unchanged)."""
     names = {

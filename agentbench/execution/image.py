@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import SandboxError
 from .cache import default_cache_dir
@@ -118,9 +119,16 @@ def build_image(
     offline: bool = False, force: bool = False, refresh_base: bool = False, log: Log = _say
 ) -> str:
     """Build the sandbox image unless it is already present; returns its tag."""
-    from docker.errors import BuildError, DockerException
-
     client = connect(timeout=900)
+    try:
+        return _build(client, offline, force, refresh_base, log)
+    finally:
+        client.close()
+
+
+def _build(client: Any, offline: bool, force: bool, refresh_base: bool, log: Log) -> str:
+    from docker.errors import BuildError
+
     tag = image_tag()
     if image_present(client, tag) and not (force or refresh_base):
         log(f"{tag} is already present")
@@ -143,7 +151,7 @@ def build_image(
         except BuildError as exc:
             hint = "" if offline else " (no access to Docker Hub? use --offline)"
             raise SandboxError(f"building {tag} failed: {' '.join(str(exc).split())[:300]}{hint}") from exc
-        except DockerException as exc:
+        except Exception as exc:  # DockerException or a requests error
             raise sandbox_error(f"building {tag}", exc) from exc
     log(f"built {tag}")
     return tag

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import queue
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from ..errors import SandboxError
 from . import harness
-from .base import OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
+from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 
 __all__ = ["ProcessExecutor", "Isolation", "probe_isolation", "parse_results"]
 
@@ -125,19 +124,11 @@ class _Runner:
     def __init__(self, iso: Isolation, memory_mb: int, output_limit: int) -> None:
         self.iso, self.memory_mb, self.output_limit = iso, memory_mb, output_limit
 
-    def _limits(self, timeout: float) -> dict[str, int | None]:
-        return {
-            "as": self.memory_mb << 20,
-            "cpu": math.ceil(timeout) + 1,
-            "fsize": 16 << 20,
-            "nofile": 256,
-            "nproc": NPROC_LIMIT if self.iso.drop_uid else None,
-        }
-
     def run(self, job: Job, slot: int) -> ExecResult:
         iso, uid = self.iso, UID_BASE + slot % MAX_UID_SLOTS
         nonce = os.urandom(12).hex()
-        opts: dict = {"limits": self._limits(job.timeout)}
+        nproc = NPROC_LIMIT if iso.drop_uid else None
+        opts: dict = {"limits": harness.job_limits(job.timeout, self.memory_mb, nproc)}
         workdir = None if iso.namespaces else tempfile.mkdtemp(prefix="agentbench-job-")
         home = "/tmp" if iso.namespaces else workdir
         env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home}
@@ -257,7 +248,7 @@ class ProcessExecutor(Executor):
     name = "process"
 
     def __init__(
-        self, workers: int | None = None, memory_mb: int = 1024, output_limit: int = OUTPUT_LIMIT
+        self, workers: int | None = None, memory_mb: int = JOB_MEMORY_MB, output_limit: int = OUTPUT_LIMIT
     ) -> None:
         self.workers = workers or os.cpu_count() or 1
         self.memory_mb = memory_mb

@@ -24,9 +24,15 @@ def docker_status() -> str | None:
     from .engine import connect, require_image
 
     try:
-        require_image(connect(timeout=10))
+        client = connect(timeout=10)
     except SandboxError as exc:
         return str(exc)
+    try:
+        require_image(client)
+    except SandboxError as exc:
+        return str(exc)
+    finally:
+        client.close()
     return None
 
 

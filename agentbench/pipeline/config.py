@@ -11,9 +11,10 @@ from ..agent import CONDITIONS, DEFAULT_MODEL
 from ..errors import ConfigError
 from ..retrieval import DEFAULT_EMBEDDER
 
-__all__ = ["RunConfig", "RUN_SCHEMA_VERSION"]
+__all__ = ["RunConfig", "RUN_SCHEMA_VERSION", "RAG_RERANKED"]
 
 RUN_SCHEMA_VERSION = 1
+RAG_RERANKED = "rag_reranked"  # --rerank: the rag prompt with the reranked top-k as context
 
 # Settings that cannot change any record; everything else must match for --resume.
 _NOT_OUTPUT_AFFECTING = {"concurrency", "run_dir", "resume", "sandbox_workers", "store_dir", "chroma_url"}
@@ -40,13 +41,25 @@ class RunConfig(BaseModel):
     chroma_url: str | None = None
     run_dir: str | None = None
     resume: bool = False
+    rerank: str | None = None
+    """--rerank NAME: score every condition on held-out asserts and add the rag_reranked condition."""
+    visible_tests: str = "0.5"
+    rerank_k: int = 10
 
     def validate_values(self) -> RunConfig:
-        unknown = [c for c in self.conditions if c not in CONDITIONS]
+        known = (*CONDITIONS, RAG_RERANKED) if self.rerank else CONDITIONS
+        unknown = [c for c in self.conditions if c not in known]
         if unknown or not self.conditions:
             raise ConfigError(
-                f"unknown condition {unknown[0] if unknown else '(none)'!r}: use {', '.join(CONDITIONS)}"
+                f"unknown condition {unknown[0] if unknown else '(none)'!r}: use {', '.join(known)}"
             )
+        if self.rerank:  # issue 7: names and values checked before any work
+            from ..retrieval.rerank import Reranking, VisibleTests, parse_reranker
+
+            parse_reranker(self.rerank)
+            Reranking(None, VisibleTests.parse(self.visible_tests), self.rerank_k)
+            if "rag" in self.conditions and RAG_RERANKED not in self.conditions:
+                self.conditions.insert(self.conditions.index("rag") + 1, RAG_RERANKED)
         if self.k < 1:
             raise ConfigError(f"--k must be at least 1, got {self.k}")
         if self.limit is not None and self.limit < 1:

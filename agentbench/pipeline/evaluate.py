@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +26,8 @@ from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
 from ..progress import stderr
 from ..retrieval import evaluate_retrieval
-from .config import RunConfig
+from ..retrieval.rerank import RerankerUnavailable, Reranking, VisibleTests, make_reranking
+from .config import RAG_RERANKED, RunConfig
 from .records import ContextKind, RecordLog, RunRecord
 
 __all__ = ["evaluate", "RunResult", "prepare_run_dir"]
@@ -101,6 +103,10 @@ def _kind(query: Query, corpus_id: str) -> ContextKind:
 
 def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
     top = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in retrieval["per_query"]}
+    rr = retrieval.get("rerank") or {}
+    reranked = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in rr.get("per_query", [])}
+    if rr.get("name") is None:  # no reranking, or a skipped reranker: no rag_reranked records
+        reranked = {}
     items: list[_Item] = []
     for condition in config.conditions:
         for q in pool.queries:
@@ -108,6 +114,9 @@ def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
                 items.append(_Item(q, condition, [], "none"))
             elif condition == "rag":
                 ids = top[q.query_id][: config.k]
+                items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
+            elif condition == RAG_RERANKED and q.query_id in reranked:
+                ids = reranked[q.query_id][: config.k]
                 items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
             elif condition == "oracle":
                 items.append(_Item(q, condition, [q.correct_corpus_ids[0]], "canonical"))
@@ -187,6 +196,7 @@ async def _generate_and_execute(
     context_verdicts: dict[tuple[str, str], list[str]],
     metas: dict[str, DistractorMeta],
     config: RunConfig,
+    suites: dict[str, tuple[str, ...]],
 ) -> list[RunRecord]:
     started = time.perf_counter()
     tasks = [
@@ -200,11 +210,14 @@ async def _generate_and_execute(
         for it in items
     ]
     generations = await asyncio.gather(
-        *(agent.generate(t, it.condition) for t, it in zip(tasks, items, strict=True))
+        *(
+            agent.generate(t, "rag" if it.condition == RAG_RERANKED else it.condition)
+            for t, it in zip(tasks, items, strict=True)
+        )
     )
     runnable = [i for i, g in enumerate(generations) if g.status == "ok"]
     exec_started = time.perf_counter()
-    jobs = [Job(generations[i].code, tuple(items[i].query.test_suite), config.timeout) for i in runnable]
+    jobs = [Job(generations[i].code, suites[items[i].query.query_id], config.timeout) for i in runnable]
     verdicts = dict(
         zip(runnable, await asyncio.to_thread(run_cached, executor, jobs, exec_cache), strict=True)
     )
@@ -259,14 +272,31 @@ async def _generate_and_execute(
 
 
 def _context_verdicts(
-    items: list[_Item], pool: Pool, executor: Executor, exec_cache: ExecCache, timeout: float
+    items: list[_Item],
+    pool: Pool,
+    executor: Executor,
+    exec_cache: ExecCache,
+    timeout: float,
+    suites: dict[str, tuple[str, ...]],
 ) -> dict[tuple[str, str], list[str]]:
     """Per-assert outcomes of each first context snippet on its query's tests (cached executions)."""
     pairs = sorted({(it.query.query_id, it.context_ids[0]) for it in items if it.context_ids})
-    queries = {q.query_id: q for q in pool.queries}
-    jobs = [Job(pool.snippet(cid).code, tuple(queries[qid].test_suite), timeout) for qid, cid in pairs]
+    jobs = [Job(pool.snippet(cid).code, suites[qid], timeout) for qid, cid in pairs]
     results = run_cached(executor, jobs, exec_cache)
     return {pair: list(r.results) for pair, r in zip(pairs, results, strict=True)}
+
+
+def _reranking(config: RunConfig) -> Reranking | None:
+    """--rerank: every condition is scored on held-out asserts; a reranker that cannot run here (a
+    cross-encoder offline) is skipped with one line, keeping the held-out scoring and no rag_reranked."""
+    if not config.rerank:
+        return None
+    try:
+        return make_reranking(config.rerank, config.visible_tests, config.rerank_k, config.seed)
+    except RerankerUnavailable as exc:
+        print(f"agentbench: rerank: {exc}", file=sys.stderr)
+        visible = VisibleTests.parse(config.visible_tests)
+        return Reranking(None, visible, config.rerank_k, config.seed, skipped=str(exc))
 
 
 def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progress: bool = True) -> RunResult:
@@ -291,6 +321,10 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
     done = {r.key: r for r in log.load()}
     exec_cache = ExecCache()
     agent = Agent(client, prompt=config.prompt)
+    reranking = _reranking(config)
+    suites = {
+        q.query_id: reranking.split(q).held_out if reranking else tuple(q.test_suite) for q in pool.queries
+    }
     with make_executor(config.sandbox, config.sandbox_workers) as executor:
         retrieval = evaluate_retrieval(
             pool,
@@ -302,10 +336,11 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
             timeout=config.timeout,
             seed=config.seed,
             progress=show_progress,
+            rerank=reranking,
         )
         _write_json(run_dir / "retrieval.json", retrieval)
         items = _plan(pool, retrieval, config)
-        context_verdicts = _context_verdicts(items, pool, executor, exec_cache, config.timeout)
+        context_verdicts = _context_verdicts(items, pool, executor, exec_cache, config.timeout, suites)
         metas = {d.corpus_id: d for d in pool.distractors}
         todo = [it for it in items if (it.query.query_id, it.condition) not in done]
         totals: dict[str, int] = {}
@@ -326,7 +361,7 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
                 batch = todo[start : start + chunk]
                 records = asyncio.run(
                     _generate_and_execute(
-                        batch, pool, agent, executor, exec_cache, context_verdicts, metas, config
+                        batch, pool, agent, executor, exec_cache, context_verdicts, metas, config, suites
                     )
                 )
                 for rec in records:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, PoolError, SandboxError
 from ..execution import Executor, Job
@@ -29,6 +30,9 @@ from .metrics import (
     diagnostics,
 )
 from .search import Hit, Searcher, open_searcher
+
+if TYPE_CHECKING:
+    from .rerank import Reranking
 
 __all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
 
@@ -64,11 +68,11 @@ def _execute(
     cache: ExecCache | None,
     timeout: float,
     progress: bool,
+    suites: list[tuple[str, ...]] | None = None,
 ):
+    suites = suites or [tuple(q.test_suite) for q in pool.queries]
     jobs = [
-        Job(hit.code, tuple(q.test_suite), timeout)
-        for q, q_hits in zip(pool.queries, hits, strict=True)
-        for hit in q_hits
+        Job(hit.code, suite, timeout) for suite, q_hits in zip(suites, hits, strict=True) for hit in q_hits
     ]
     with progress_bar(f"executing {len(jobs)} retrieved snippets", len(jobs), enabled=progress) as adv:
         results = run_cached(executor, jobs, cache, progress=adv)
@@ -96,11 +100,15 @@ def evaluate_retrieval(
     seed: int = 0,
     n_resamples: int = 5000,
     progress: bool = True,
+    rerank: Reranking | None = None,
 ) -> dict:
     """Score ``embedder_spec`` on ``pool``; returns the results dict (see the module docstring).
 
     ``exec_cache=None`` runs every execution; ``embed_cache=None`` uses the default on-disk embedding cache
     unless the embedder already has one (so warm reruns never load the model).
+
+    With ``rerank`` (see :mod:`.rerank`), every metric is computed on each query's held-out asserts: the
+    top-level ones for vector order (the baseline), those under ``"rerank"`` for the reranked order.
     """
     began = time.perf_counter()
     cutoffs = _check_ks(ks)
@@ -108,7 +116,7 @@ def evaluate_retrieval(
     embedder.check()
     if not pool.queries or not pool.corpus:
         raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
-    depth = max(TOP_RESULTS, cutoffs[-1])
+    depth = max(TOP_RESULTS, cutoffs[-1], rerank.k if rerank is not None else 0)
     own_cache = None
     if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
         own_cache = embed_cache = EmbeddingCache()
@@ -126,14 +134,83 @@ def evaluate_retrieval(
         hits = searcher.search_many(texts, depth)
         all_scores = searcher.score_all(texts)
         searched = time.perf_counter()
-        verdicts = _execute(pool, hits, executor, exec_cache, timeout, progress)
+        suites = [rerank.split(q).held_out for q in pool.queries] if rerank is not None else None
+        verdicts = _execute(pool, hits, executor, exec_cache, timeout, progress, suites)
         executed = time.perf_counter()
         searcher.close()
     finally:
         if own_cache is not None:
             embedder.use_cache(None)
             own_cache.close()
+    rr_info: dict | None = None
+    if rerank is not None:  # issue 7: reorder the top k, score both orders on the held-out asserts
+        rr_hits, rr_info, rr_details = rerank.apply(pool, hits, executor, exec_cache, timeout, progress)
+        by_id = [
+            {h.corpus_id: v for h, v in zip(qh, qv, strict=True)}
+            for qh, qv in zip(hits, verdicts, strict=True)
+        ]
+        rr_verdicts = [[m[h.corpus_id] for h in qh] for qh, m in zip(rr_hits, by_id, strict=True)]
+        rr_records, rr_per_query = _score(pool, rr_hits, rr_verdicts, all_scores, searcher.position)
+        for entry, extra in zip(rr_per_query, rr_details, strict=True):
+            entry["rerank"] = extra
+        rr_info |= {
+            "metrics": aggregate(rr_records, cutoffs),
+            "ci95": confidence_intervals(rr_records, cutoffs, seed=seed, n_resamples=n_resamples),
+            "diagnostics": diagnostics(rr_records, cutoffs),
+            "per_query": rr_per_query,
+        }
+    reranked = time.perf_counter()
 
+    records, per_query = _score(pool, hits, verdicts, all_scores, searcher.position)
+    metrics = aggregate(records, cutoffs)
+    ci95 = confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples)
+    diag = diagnostics(records, cutoffs)
+    finished = time.perf_counter()
+    encode_s = getattr(embedder, "encode_seconds", 0.0)
+    reused = getattr(searcher, "reused", None)
+    result = {
+        "schema_version": RESULTS_VERSION,
+        "model": embedder.name,
+        "embedder_config": embedder.config_key(),
+        "pool": pool.name,
+        "pool_path": pool.path,
+        "n_queries": len(pool.queries),
+        "n_corpus": len(pool.corpus),
+        "ks": cutoffs,
+        "metrics": metrics,
+        "ci95": ci95,
+        "diagnostics": diag,
+        "run_info": {
+            "executor": executor.config_key(),
+            "timeout": timeout,
+            "seed": seed,
+            "n_resamples": n_resamples,
+            "depth": depth,
+            "scored_on": "held_out" if rerank is not None else "all",
+            "store": "memory" if reused is None else ("reused" if reused else "built"),
+            "collection": getattr(searcher, "collection_name", None),
+            "timing": {
+                "index_s": indexed - began,
+                "search_s": searched - indexed,
+                "execute_s": executed - searched,
+                "rerank_s": reranked - executed,
+                "metrics_s": finished - reranked,
+                "total_s": finished - began,
+                "encode_s": encode_s,
+                "load_s": getattr(embedder, "load_seconds", 0.0),
+            },
+        },
+        "per_query": per_query,
+    }
+    if rr_info is not None:
+        result["rerank"] = rr_info
+    return result
+
+
+def _score(
+    pool: Pool, hits: list[list[Hit]], verdicts: list, all_scores, position: dict[str, int]
+) -> tuple[list[QueryRecord], list[dict]]:
+    """Per-query records (for the metrics) and results-file entries, for hits in the given order."""
     records: list[QueryRecord] = []
     per_query: list[dict] = []
     for q, q_hits, q_verdicts, scores in zip(pool.queries, hits, verdicts, all_scores, strict=True):
@@ -167,7 +244,7 @@ def evaluate_retrieval(
                 domain=q.domain,
                 ranked=tuple(ranked),
                 n_relevant=unseen_canonicals + sum(r.passes for r in ranked),
-                canonical_below_paired=_canonical_below_paired(q, scores, searcher.position),
+                canonical_below_paired=_canonical_below_paired(q, scores, position),
             )
         )
         per_query.append(
@@ -178,41 +255,4 @@ def evaluate_retrieval(
                 "top_results": top_results,
             }
         )
-    metrics = aggregate(records, cutoffs)
-    ci95 = confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples)
-    diag = diagnostics(records, cutoffs)
-    finished = time.perf_counter()
-    encode_s = getattr(embedder, "encode_seconds", 0.0)
-    reused = getattr(searcher, "reused", None)
-    return {
-        "schema_version": RESULTS_VERSION,
-        "model": embedder.name,
-        "embedder_config": embedder.config_key(),
-        "pool": pool.name,
-        "pool_path": pool.path,
-        "n_queries": len(pool.queries),
-        "n_corpus": len(pool.corpus),
-        "ks": cutoffs,
-        "metrics": metrics,
-        "ci95": ci95,
-        "diagnostics": diag,
-        "run_info": {
-            "executor": executor.config_key(),
-            "timeout": timeout,
-            "seed": seed,
-            "n_resamples": n_resamples,
-            "depth": depth,
-            "store": "memory" if reused is None else ("reused" if reused else "built"),
-            "collection": getattr(searcher, "collection_name", None),
-            "timing": {
-                "index_s": indexed - began,
-                "search_s": searched - indexed,
-                "execute_s": executed - searched,
-                "metrics_s": finished - executed,
-                "total_s": finished - began,
-                "encode_s": encode_s,
-                "load_s": getattr(embedder, "load_seconds", 0.0),
-            },
-        },
-        "per_query": per_query,
-    }
+    return records, per_query

@@ -1,0 +1,281 @@
+"""Is a difference between two runs real? Paired statistics on the queries the runs share.
+
+Sources are run directories (``config.json``, ``retrieval.json``, ``records.jsonl``) or retrieval results
+files written by ``agentbench retrieve --out`` (a directory of such files stands for all of them). Each
+source becomes per-query 0/1 outcomes per metric:
+
+- ``exec@k`` for each cutoff both sources have (a query scores 1 when any of its top k passes its tests);
+- ``<condition>.pass`` for each generation condition both runs have (records with ``llm_error`` or
+  ``infra_error`` are left out, so a query counts only when it was scored in both runs).
+
+For every metric, on the shared queries: the two rates and their difference (other minus baseline), the
+discordant pairs, an exact McNemar p-value (a two-sided binomial test of the discordant pairs at 1/2; 1.0
+when there are none) and a seeded paired-bootstrap 95% percentile interval of the difference (queries
+resampled with replacement, the same resample for both runs). With more than two sources, each is compared
+with the first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import binomtest
+
+from ..errors import ConfigError
+from ..pipeline.config import RunConfig
+from ..pipeline.records import RecordLog, RunRecord
+
+__all__ = [
+    "RunData",
+    "Source",
+    "Comparison",
+    "load_run",
+    "load_sources",
+    "paired_stats",
+    "compare_sources",
+    "scoring",
+    "N_RESAMPLES",
+]
+
+N_RESAMPLES = 5000
+TOP_RESULTS = 10  # per query in a retrieval results file (agentbench.retrieval.evaluate.TOP_RESULTS)
+
+
+@dataclass
+class RunData:
+    """A run directory as loaded from disk; ``summary`` is recomputed when summary.json is missing."""
+
+    path: Path
+    config: RunConfig
+    retrieval: dict
+    records: list[RunRecord]
+    summary: dict
+
+
+@dataclass
+class Source:
+    """Per-query 0/1 outcomes of one run or retrieval results file."""
+
+    name: str
+    path: Path
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """metric -> query_id -> 0/1"""
+    queries: dict[str, str] = field(default_factory=dict)
+    """query_id -> query text, to refuse pairing queries of different pools that share ids"""
+    scoring: str = "all asserts"
+    """Which asserts the outcomes are on (``--rerank`` runs score on held-out asserts)."""
+
+
+@dataclass
+class Comparison:
+    metric: str
+    baseline: str
+    other: str
+    n: int
+    baseline_rate: float | None
+    other_rate: float | None
+    difference: float | None
+    """other minus baseline"""
+    baseline_only: int
+    """queries the baseline gets right and the other gets wrong"""
+    other_only: int
+    p_value: float | None
+    ci95: list[float] | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} does not exist") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); is the run complete?") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return data
+
+
+def load_run(path: str | Path) -> RunData:
+    """Load a run directory; a run killed before its summary was written is summarised from its records."""
+    from .propagation import summarize
+
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} is not a directory; pass a run directory written by `agentbench run`")
+    config_file = run_dir / "config.json"
+    if not config_file.exists():
+        raise ConfigError(f"{run_dir} has no config.json; it is not an agentbench run directory")
+    try:
+        config = RunConfig.model_validate_json(config_file.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{config_file} is unreadable: {str(exc).splitlines()[0]}") from exc
+    retrieval_file = run_dir / "retrieval.json"
+    retrieval = _read_json(retrieval_file) if retrieval_file.exists() else {}
+    records = RecordLog(run_dir / "records.jsonl").load()
+    summary_file = run_dir / "summary.json"
+    if summary_file.exists():
+        summary = _read_json(summary_file)
+    elif records or retrieval:
+        summary = summarize(records, retrieval, {}, config)
+    else:
+        raise ConfigError(f"{run_dir} has neither records nor a summary yet; nothing to report")
+    return RunData(run_dir, config, retrieval, records, summary)
+
+
+def _exec_outcomes(retrieval: dict) -> dict[str, dict[str, int]]:
+    ks = [k for k in retrieval.get("ks", []) if isinstance(k, int)]
+    per_query = retrieval.get("per_query", [])
+    out: dict[str, dict[str, int]] = {}
+    for k in ks:
+        if k > TOP_RESULTS:  # the file keeps only the top results; deeper cutoffs cannot be recomputed
+            continue
+        out[f"exec@{k}"] = {
+            q["query_id"]: int(any(r.get("passes_all_tests") for r in q.get("top_results", [])[:k]))
+            for q in per_query
+        }
+    return out
+
+
+def scoring(retrieval: dict) -> str:
+    """Which asserts a retrieval result (and its run) is scored on."""
+    if retrieval.get("run_info", {}).get("scored_on", "all") == "all":
+        return "all asserts"
+    rr = retrieval.get("rerank") or {}
+    return f"held-out asserts (--visible-tests {rr.get('visible_tests')}, seed {rr.get('seed')})"
+
+
+def _query_texts(retrieval: dict) -> dict[str, str]:
+    return {q["query_id"]: q["query"] for q in retrieval.get("per_query", []) if "query" in q}
+
+
+def _is_retrieval_results(data: dict) -> bool:
+    return isinstance(data.get("per_query"), list) and "metrics" in data
+
+
+def _retrieval_source(path: Path, data: dict | None = None) -> Source:
+    data = data if data is not None else _read_json(path)
+    if not _is_retrieval_results(data):
+        raise ConfigError(
+            f"{path} is not a retrieval results file (no per_query list); see `agentbench retrieve --out`"
+        )
+    name = str(data.get("model") or path.stem)
+    return Source(name, path, _exec_outcomes(data), _query_texts(data), scoring(data))
+
+
+def _run_source(run: RunData) -> Source:
+    outcomes = _exec_outcomes(run.retrieval)
+    for condition in run.config.conditions:
+        outcomes[f"{condition}.pass"] = {
+            r.query_id: int(r.passed) for r in run.records if r.condition == condition and r.scored
+        }
+    return Source(
+        run.path.name or str(run.path),
+        run.path,
+        outcomes,
+        _query_texts(run.retrieval),
+        scoring(run.retrieval),
+    )
+
+
+def load_sources(paths: list[str | Path]) -> list[Source]:
+    """Run directories, retrieval results files, or directories of retrieval results files."""
+    sources: list[Source] = []
+    for p in map(Path, paths):
+        if p.is_dir() and (p / "config.json").exists():
+            sources.append(_run_source(load_run(p)))
+        elif p.is_dir():
+            files = sorted(p.glob("*.json"))
+            found = [(f, d) for f in files if _is_retrieval_results(d := _read_json(f))]
+            if not found:
+                raise ConfigError(
+                    f"{p} is neither a run directory nor a directory of retrieval results files"
+                )
+            sources.extend(_retrieval_source(f, d) for f, d in found)
+        elif p.is_file():
+            sources.append(_retrieval_source(p))
+        else:
+            raise ConfigError(f"{p} does not exist")
+    names = [s.name for s in sources]
+    for s in sources:  # make labels unique ("bm25" twice -> use the paths)
+        if names.count(s.name) > 1:
+            s.name = str(s.path)
+    return sources
+
+
+def paired_stats(a: list[int], b: list[int], *, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
+    """Rates, difference (b - a), discordant counts, exact McNemar p and paired-bootstrap 95% CI."""
+    if len(a) != len(b):
+        raise ValueError("paired outcomes must have the same length")
+    n = len(a)
+    if n == 0:
+        return {
+            "n": 0,
+            "baseline_rate": None,
+            "other_rate": None,
+            "difference": None,
+            "baseline_only": 0,
+            "other_only": 0,
+            "p_value": None,
+            "ci95": None,
+        }
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    baseline_only = int(np.sum((x == 1) & (y == 0)))
+    other_only = int(np.sum((x == 0) & (y == 1)))
+    discordant = baseline_only + other_only
+    p = float(binomtest(other_only, discordant, 0.5).pvalue) if discordant else 1.0
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    diffs = (y - x)[idx].mean(axis=1)
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return {
+        "n": n,
+        "baseline_rate": float(x.mean()),
+        "other_rate": float(y.mean()),
+        "difference": float(y.mean() - x.mean()),
+        "baseline_only": baseline_only,
+        "other_only": other_only,
+        "p_value": min(p, 1.0),
+        "ci95": [float(lo), float(hi)],
+    }
+
+
+def compare_sources(
+    sources: list[Source], *, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> list[Comparison]:
+    """Each source after the first against the first, metric by metric, on shared queries."""
+    if len(sources) < 2:
+        raise ConfigError("compare needs at least two runs or retrieval results files")
+    base = sources[0]
+    out: list[Comparison] = []
+    for other in sources[1:]:
+        if base.scoring != other.scoring:
+            raise ConfigError(
+                f"{base.name} is scored on {base.scoring} but {other.name} on {other.scoring}: "
+                "their outcomes are not comparable"
+            )
+        differ = [q for q in base.queries if q in other.queries and base.queries[q] != other.queries[q]]
+        if differ:
+            raise ConfigError(
+                f"{base.name} and {other.name} have different queries under the same id ({differ[0]}, "
+                f"{len(differ)} in all): they were run on different pools and cannot be paired"
+            )
+        metrics = [m for m in base.outcomes if m in other.outcomes]  # exec@k by k, then conditions
+        if not metrics:
+            raise ConfigError(f"{base.name} and {other.name} have no metric in common")
+        for metric in metrics:
+            a, b = base.outcomes[metric], other.outcomes[metric]
+            shared = sorted(set(a) & set(b))
+            stats = paired_stats(
+                [a[q] for q in shared], [b[q] for q in shared], seed=seed, n_resamples=n_resamples
+            )
+            out.append(Comparison(metric=metric, baseline=base.name, other=other.name, **stats))
+    if all(c.n == 0 for c in out):
+        raise ConfigError("the sources share no queries; were they run on the same pool?")
+    return out

@@ -23,7 +23,7 @@ from ..pools import (
     structural_problems,
     write_pool,
 )
-from ..progress import progress_bar, stderr
+from ..progress import progress_bar
 
 app = typer.Typer(help="Build, validate and describe task pools.", no_args_is_help=True)
 console = Console()
@@ -106,9 +106,9 @@ def validate(
         with make_executor(sandbox, workers) as executor:
             problems = execution_problems(scan.pool, _runner(executor, "verifying"))
     for p in problems:
-        stderr.print(f"{path}/{p}", highlight=False, soft_wrap=True)
+        typer.echo(f"{path}/{p}", err=True)  # one line per problem, never wrapped
     if problems:
-        stderr.print(f"{len(problems)} problem(s) in {path}", highlight=False)
+        typer.echo(f"{len(problems)} problem(s) in {path}", err=True)
         raise typer.Exit(2)
     n_q, n_c = len(scan.pool.queries), len(scan.pool.corpus)
     checked = "structure and execution" if execute else "structure (add --execute to run the code)"

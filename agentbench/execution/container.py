@@ -247,7 +247,7 @@ class DockerExecutor(Executor):
 
     def describe(self) -> str:
         extra = f" (+{self.overflow} while jobs run long)" if self.overflow else ""
-        return f"docker executor, {self.workers} containers{extra} of {self.image}"
+        return f"docker executor, workers={self.workers}{extra}, image {self.image}"
 
     def container_options(self) -> dict[str, Any]:
         """Keyword arguments for ``containers.create``: the lock-down lives here."""

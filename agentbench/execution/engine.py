@@ -7,6 +7,7 @@ one line that names the likely cause and the fix.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +52,16 @@ def connect(timeout: float = 60.0) -> docker.DockerClient:
         import docker
     except ImportError as exc:  # pragma: no cover - docker is a dependency
         raise SandboxError("the `docker` Python package is missing: pip install docker") from exc
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://") and not os.path.exists(host[len("unix://") :]):
+        raise SandboxError(f"the Docker engine is not reachable: {START_ENGINE_HINT} (no socket {host})")
+    client = None
     try:
         client = docker.from_env(timeout=int(timeout))
         client.ping()
     except Exception as exc:  # DockerException, requests or socket errors
+        if client is not None:
+            client.close()
         raise SandboxError(f"the Docker engine is not reachable: {START_ENGINE_HINT}") from exc
     return client
 

@@ -263,7 +263,7 @@ class ProcessExecutor(Executor):
         return f"process:mem={self.memory_mb}:ns={int(iso.namespaces)}:uid={int(iso.drop_uid)}"
 
     def describe(self) -> str:
-        return f"process executor, {self.workers} workers: {self.isolation.describe()}"
+        return f"process executor, workers={self.workers}: {self.isolation.describe()}"
 
     def run(self, jobs: Sequence[Job], progress: ProgressCallback | None = None) -> list[ExecResult]:
         def one(job: Job) -> ExecResult:

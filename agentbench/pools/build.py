@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import PoolError
-from ..execution import ExecResult, Job
+from ..execution import TIMEOUT, ExecResult, Job
 from .models import DistractorMeta, Pool, Query, Snippet
 from .mutate import Mutant, find_mutants
 
@@ -147,10 +147,13 @@ class _TaskPlan:
     verdicts: list[ExecResult] = field(default_factory=list)
 
     def killed(self) -> list[tuple[Mutant, ExecResult]]:
+        """Mutants that fail an assert by a wrong result or an exception. A mutant that runs out of time
+        is not kept: whether a slow mutant finishes depends on the machine's load, so its verdict is not
+        reproducible."""
         return [
             (m, r)
             for m, r in zip(self.order, self.verdicts, strict=False)
-            if not r.passed and not r.infra_error
+            if not r.passed and not r.infra_error and TIMEOUT not in r.results
         ]
 
     def choose(self, n: int) -> list[tuple[Mutant, ExecResult]] | None:
@@ -181,7 +184,7 @@ def build_pool(
     distractors: int = 4,
     seed: int = 0,
     name: str = "pool",
-    timeout: float = 5.0,
+    timeout: float = 10.0,
 ) -> tuple[Pool, BuildReport]:
     """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids."""
     report = BuildReport(queries_in=len(tasks))
@@ -231,6 +234,8 @@ def build_pool(
         for r in p.verdicts:
             if r.infra_error:
                 report.rejects["infrastructure_error"] += 1
+            elif TIMEOUT in r.results:
+                report.rejects["timed_out"] += 1
             elif r.passed:
                 report.rejects["survived_all_asserts"] += 1
 

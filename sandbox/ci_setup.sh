@@ -14,11 +14,12 @@ DOCKERD_LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
 
 log() { echo "ci_setup: $*" >&2; }
 
-if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null || ! command -v debootstrap >/dev/null; then
-    log "installing docker.io and debootstrap"
+if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null || ! command -v debootstrap >/dev/null \
+    || ! command -v chromium >/dev/null; then
+    log "installing docker.io, debootstrap and chromium (the HTML report test renders in headless chromium)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
-    apt-get install -y -q docker.io debootstrap
+    apt-get install -y -q docker.io debootstrap chromium
 fi
 
 if ! docker info >/dev/null 2>&1; then

@@ -151,6 +151,7 @@ def harness_share(limit: int, sandbox: str, max_tokens: int, root: Path) -> floa
     finally:
         evaluate_module.evaluate_retrieval = retrieve
         generation.restore()
+        client.close()
 
     llm = union_seconds(generation.intervals)
     client_view = union_seconds(calls)
@@ -178,6 +179,17 @@ def harness_share(limit: int, sandbox: str, max_tokens: int, root: Path) -> floa
         print(f"  of which the retrieval stage:      {retrieval_seconds[0]:8.1f} s")
     print(f"harness share with the client view of waiting: {(wall - client_view) / wall:.3f}")
     return share
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close like ``asyncio.run`` does: LiteLLM leaves a logging-worker task pending on the loop, and a
+    loop closed with it pending makes the interpreter crash (SIGSEGV) while collecting it at exit."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 def tokens_per_s_ratio(max_tokens: int, rounds: int) -> float:
@@ -216,7 +228,7 @@ def tokens_per_s_ratio(max_tokens: int, rounds: int) -> float:
                 t0 = time.perf_counter()
                 totals[name][0] += paths[name](task)
                 totals[name][1] += time.perf_counter() - t0
-    loop.close()
+    close_loop(loop)
     rate = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
     for name, (tokens, seconds) in totals.items():
         print(f"{name:<7} {tokens:>5} tokens {seconds:>7.1f} s {rate[name]:>7.2f} tok/s")

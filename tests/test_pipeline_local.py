@@ -89,7 +89,7 @@ def test_local_model_end_to_end(
             llm=MODEL,
             embedder="minilm",
             sandbox=_sandbox(),
-            max_tokens=384,
+            max_tokens=256,
             concurrency=2,
             run_dir=str(tmp_path / name),
             store_dir=str(tmp_path / "stores"),

@@ -58,6 +58,9 @@ class LLMResult(BaseModel):
     """``"<ExceptionClass>: message"`` when the request failed after retries; the text is then empty."""
     attempts: int = 0
     latency_s: float = 0.0
+    """Seconds the request kept the provider busy: the wall time of the call (retries included), or the
+    generation time the provider reports itself (``local/`` models), which leaves out the wait for the
+    model lock that serialises concurrent requests, so per-call seconds add up to the real LLM time."""
 
     @property
     def ok(self) -> bool:
@@ -251,6 +254,9 @@ class LLMClient:
                 cost = float(litellm.completion_cost(completion_response=response) or 0.0)
             except Exception:  # models missing from the cost map cost "unknown" = 0
                 cost = 0.0
+        hidden = getattr(response, "_hidden_params", None) or {}
+        busy = hidden.get("generation_seconds") if isinstance(hidden, dict) else None
+        latency = float(busy) if isinstance(busy, int | float) else time.perf_counter() - started
         self.stats.calls += 1
         self.stats.prompt_tokens += prompt_tokens
         self.stats.completion_tokens += completion_tokens
@@ -262,7 +268,7 @@ class LLMClient:
             completion_tokens=completion_tokens,
             cost_usd=cost,
             attempts=attempts,
-            latency_s=time.perf_counter() - started,
+            latency_s=latency,
         )
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ idle llama.cpp threads sleep instead of spinning, which keeps throughput up on a
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 import time
@@ -70,8 +71,22 @@ def load_local_model(name: str) -> tuple[Any, threading.Lock]:
             seed=0,
             verbose=False,
         )
+        if not _models:
+            atexit.register(_free_models)
         _models[spec.name] = (llama, threading.Lock())
         return _models[spec.name]
+
+
+def _free_models() -> None:
+    """Free the models at exit, while llama_cpp is intact: left to ``Llama.__del__`` during interpreter
+    teardown, freeing fails with "Exception ignored ... 'NoneType' object is not callable". A model still
+    generating in a daemon thread (an interrupted run) is left alone: freeing it under the thread crashes."""
+    for llama, lock in list(_models.values()):
+        if lock.acquire(blocking=False):
+            try:
+                llama.close()
+            finally:
+                lock.release()
 
 
 def _sampling(optional_params: dict) -> dict[str, Any]:
@@ -97,8 +112,8 @@ class LocalLLM(CustomLLM):
         llama, lock = load_local_model(model)
         params = _sampling(optional_params or {})
         chat = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
-        started = time.perf_counter()
         with lock:
+            started = time.perf_counter()  # after the lock: concurrent requests queue here, not generate
             try:
                 out = llama.create_chat_completion(messages=chat, **params)
             except ValueError as exc:
@@ -108,6 +123,7 @@ class LocalLLM(CustomLLM):
                         message=str(exc), model=f"local/{model}", llm_provider="local"
                     ) from exc
                 raise
+            generation_seconds = time.perf_counter() - started
         choice = out["choices"][0]
         model_response.choices[0].message.content = choice["message"].get("content") or ""
         model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
@@ -118,7 +134,7 @@ class LocalLLM(CustomLLM):
             total_tokens=int(usage.get("total_tokens", 0)),
         )
         model_response.model = f"local/{local_model_spec(model).name}"
-        model_response._hidden_params["generation_seconds"] = time.perf_counter() - started
+        model_response._hidden_params["generation_seconds"] = generation_seconds
         return model_response
 
     async def acompletion(self, *args: Any, **kwargs: Any):

@@ -26,6 +26,9 @@ _EXPORTS = {
     "GENERATION_SCHEMA_VERSION": "generate",
     "LOCAL_MODELS": "weights",
     "Agent": "generate",
+    "AgentReply": "plugin",
+    "PluginAgent": "plugin",
+    "plugin_agent": "plugin",
     "Generation": "generate",
     "LLMClient": "llm",
     "LLMResult": "llm",
@@ -51,7 +54,9 @@ __all__ = [
     "GENERATION_SCHEMA_VERSION",
     "LOCAL_MODELS",
     "Agent",
+    "AgentReply",
     "Generation",
+    "PluginAgent",
     "LLMClient",
     "LLMResult",
     "LLMStats",
@@ -66,6 +71,7 @@ __all__ = [
     "extract_code",
     "function_signature",
     "load_template",
+    "plugin_agent",
     "redact",
     "render_context",
 ]
@@ -90,5 +96,6 @@ if TYPE_CHECKING:
     from .extract import extract_code
     from .generate import GENERATION_SCHEMA_VERSION, Agent, Generation, Usage
     from .llm import LLMClient, LLMResult, LLMStats
+    from .plugin import AgentReply, PluginAgent, plugin_agent
     from .prompts import CONDITIONS, PromptTemplate, Task, function_signature, load_template, render_context
     from .weights import LOCAL_MODELS, LocalModelSpec, cache_dir, ensure_model

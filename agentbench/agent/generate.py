@@ -41,7 +41,9 @@ class Generation(BaseModel):
     """Cost of the call that produced the reply (also when served from the cache)."""
     cached: bool = False
     error: str | None = None
-    """Set when the LLM call failed after retries; the record is an ``llm_error``, not a model failure."""
+    """Set when the LLM call failed after retries (an ``llm_error``, not a model failure), or when an agent
+    plug-in raised or returned something unusable (an ``agent_error``, a failure of the agent under test)."""
+    error_source: Literal["llm", "agent"] = "llm"
     attempts: int = 0
     llm_seconds: float = 0.0
     """Time waiting for the LLM (0 for cache hits)."""
@@ -49,14 +51,17 @@ class Generation(BaseModel):
     """Wall time of the whole step."""
 
     @property
-    def status(self) -> Literal["ok", "llm_error", "no_code"]:
+    def status(self) -> Literal["ok", "llm_error", "agent_error", "no_code"]:
         if self.error is not None:
-            return "llm_error"
+            return "agent_error" if self.error_source == "agent" else "llm_error"
         return "ok" if self.code else "no_code"
 
 
 class Agent:
-    """``await Agent(client).generate(task, condition)``; templates come from ``prompt`` (a directory of
+    """The built-in agent: one LiteLLM call per task with the condition's prompt template. Plug-in agents
+    (:mod:`.plugin`) implement the same ``generate(task, condition) -> Generation``.
+
+    ``await Agent(client).generate(task, condition)``; templates come from ``prompt`` (a directory of
     ``<condition>.md`` files or one file) or the default ``prompts/`` directory."""
 
     def __init__(self, llm: LLMClient, prompt: str | Path | None = None) -> None:

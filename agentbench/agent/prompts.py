@@ -54,6 +54,15 @@ class Task(BaseModel):
     context: list[str] = Field(default_factory=list)
     """Snippets shown as context; empty for ``closed_book``."""
 
+    def variables(self) -> dict[str, str]:
+        """The template variables (``prompts/README.md``); a LangChain agent plug-in gets these as input."""
+        return {
+            "task": self.description.strip(),
+            "signature": self.signature,
+            "function_name": self.function_name,
+            "context": render_context(self.context),
+        }
+
     @classmethod
     def from_canonical(
         cls,
@@ -185,12 +194,7 @@ class PromptTemplate:
 
     def render(self, task: Task) -> list[dict[str, str]]:
         """Chat messages (system first when the template has one) for ``task``."""
-        values = {
-            "task": task.description.strip(),
-            "signature": task.signature,
-            "function_name": task.function_name,
-            "context": render_context(task.context),
-        }
+        values = task.variables()
         messages = []
         if self.system.strip():
             messages.append({"role": "system", "content": string.Template(self.system).substitute(values)})

@@ -112,14 +112,24 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
             "llm_errors": sum(r.status == "llm_error" for r in group),
             "infra_errors": sum(r.status == "infra_error" for r in group),
             "no_code": sum(r.status == "no_code" for r in group),
+            "agent_errors": sum(r.status == "agent_error" for r in group),
+            "retriever_errors": sum(r.status == "retriever_error" for r in group),
         }
     metrics = retrieval.get("metrics", {})
     return {
         "schema_version": SUMMARY_VERSION,
-        "run": {"llm": config.llm, "embedder": config.embedder, "pool": config.pool, "seed": config.seed},
+        "run": {
+            "llm": config.agent_name,
+            "embedder": config.retriever_name,
+            "agent": config.agent,
+            "retriever": config.retriever,
+            "pool": config.pool,
+            "seed": config.seed,
+        },
         "n_queries": retrieval.get("n_queries"),
         "retrieval": {
             "model": retrieval.get("model"),
+            "errors": len(retrieval.get("errors", [])),
             "metrics": metrics,
             "ci95": retrieval.get("ci95", {}),
             "diagnostics": retrieval.get("diagnostics", {}),
@@ -140,7 +150,7 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
         },
         **_rerank(retrieval, conditions),
         "llm": {
-            "model": config.llm,
+            "model": config.agent_name,
             "calls": llm_stats.get("calls", 0),
             "cache_hits": llm_stats.get("cache_hits", 0),
             "errors": sum(r.status == "llm_error" for r in records),

@@ -20,9 +20,25 @@ def _ci(c: dict) -> str:
     return f"[{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}]" if c.get("ci95") else "-"
 
 
+def _errors(c: dict) -> str:
+    """Records that errored, by source: llm and infra errors are not scored, agent and retriever errors
+    (a plug-in under test failed) are scored as failures."""
+    parts = [
+        f"{c[key]} {label}"
+        for key, label in (
+            ("llm_errors", "llm"),
+            ("infra_errors", "sandbox"),
+            ("agent_errors", "agent"),
+            ("retriever_errors", "retriever"),
+        )
+        if c.get(key)
+    ]
+    return ", ".join(parts) or "0"
+
+
 def _condition_rows(summary: dict) -> list[tuple[str, ...]]:
     return [
-        (name, _fmt(c["n"]), _fmt(c["passed"]), _fmt(c["pass_rate"]), _ci(c), _fmt(c["llm_errors"]))
+        (name, _fmt(c["n"]), _fmt(c["passed"]), _fmt(c["pass_rate"]), _ci(c), _errors(c))
         for name, c in summary["conditions"].items()
     ]
 
@@ -56,7 +72,7 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     table = Table(
         title=f"{summary['run']['llm']} with {summary['run']['embedder']} on {summary['run']['pool']}"
     )
-    for col in ("condition", "n", "passed", "pass rate", "95% CI", "llm errors"):
+    for col in ("condition", "n", "passed", "pass rate", "95% CI", "errors"):
         table.add_column(col)
     for row in _condition_rows(summary):
         table.add_row(*row)
@@ -72,7 +88,7 @@ def write_report(path: Path, summary: dict) -> None:
     lines = [
         f"# agentbench run: {run['llm']} with {run['embedder']} on {run['pool']}",
         "",
-        "| condition | n | passed | pass rate | 95% CI | llm errors |",
+        "| condition | n | passed | pass rate | 95% CI | errors |",
         "|---|---|---|---|---|---|",
         *("| " + " | ".join(r) + " |" for r in _condition_rows(summary)),
         "",

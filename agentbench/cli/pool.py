@@ -54,7 +54,9 @@ def build(
     out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
     distractors: Annotated[int, typer.Option(min=0, max=4, help="Distractors per query (at most 4).")] = 4,
     seed: Annotated[int, typer.Option(help="Seed for choosing among mutants.")] = 0,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per execution; mutants that time out are rejected.")] = 10.0,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds per execution; mutants that time out are rejected.")
+    ] = 10.0,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,

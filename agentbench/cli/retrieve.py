@@ -202,6 +202,17 @@ def retrieve(
         str, typer.Option("--pool", help="`core`, `execretrieval` or a pool directory.")
     ] = "core",
     embedder: Annotated[list[str] | None, typer.Option("--embedder", help=EMBEDDER_HELP)] = None,
+    retriever: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retriever",
+            help="Repeatable; your retriever as module:attr (a LangChain BaseRetriever, a callable "
+            "(query, k) or a factory taking the corpus). Scored alongside any --embedder.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N queries of the pool.")
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Results directory (default runs/retrieval-<timestamp>/).")
     ] = None,
@@ -237,49 +248,32 @@ def retrieve(
     rerank_k: Annotated[int, typer.Option("--rerank-k", help="With --rerank: candidates reranked.")] = 10,
 ) -> None:
     """Score retrieval on a pool: exec@1/3/5/10, nDCG, MRR and rank-1 failure diagnostics per embedder."""
-    from ..execution import make_executor
-    from ..execution.cache import ExecCache
-    from ..pools import load_pool
-    from ..retrieval import DEFAULT_EMBEDDER, EmbeddingCache, evaluate_retrieval, parse_embedder
-    from ..retrieval.rerank import RerankerUnavailable, make_reranking
-    from ..retrieval.store import parse_chroma_url
+    from ..api import retrieve_all
 
-    if chroma_url is not None:
-        parse_chroma_url(chroma_url)
-    reranking = None
-    if rerank:
-        try:
-            reranking = make_reranking(rerank, visible_tests, rerank_k, seed)
-        except RerankerUnavailable as exc:
-            typer.echo(f"agentbench: rerank: {exc}", err=True)
-    specs = list(dict.fromkeys(embedder or [DEFAULT_EMBEDDER]))
-    parsed = [parse_embedder(s) for s in specs]
-    for e in parsed:  # missing keys or models fail here, before any work
-        e.check()
-    loaded = load_pool(pool)
     out_dir = out or _fresh_dir(Path("runs") / f"retrieval-{time.strftime('%Y%m%d-%H%M%S')}")
+    results = retrieve_all(
+        pool,
+        embedders=embedder or [],
+        retrievers=retriever or [],
+        limit=limit,
+        sandbox=sandbox,
+        sandbox_workers=workers,
+        timeout=timeout,
+        seed=seed,
+        store_dir=store_dir,
+        chroma_url=chroma_url,
+        rerank=rerank,
+        visible_tests=visible_tests,
+        rerank_k=rerank_k,
+        show_progress=True,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[dict] = []
     files: list[Path] = []
     taken: set[str] = set()
-    with make_executor(sandbox, workers) as executor, ExecCache() as cache, EmbeddingCache() as vectors:
-        for e in parsed:
-            res = evaluate_retrieval(
-                loaded,
-                e,
-                executor,
-                store_dir=store_dir,
-                chroma_url=chroma_url,
-                exec_cache=cache,
-                embed_cache=vectors,
-                timeout=timeout,
-                seed=seed,
-                rerank=reranking,
-            )
-            path = out_dir / f"{_slug(e.name, taken)}.json"
-            _write_json(path, res)
-            results.append(res)
-            files.append(path)
+    for res in results:
+        path = out_dir / f"{_slug(res['model'], taken)}.json"
+        _write_json(path, res)
+        files.append(path)
     if as_json:
         summary = {
             "pool": pool,

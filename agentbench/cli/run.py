@@ -20,6 +20,20 @@ def run(
     embedder: Annotated[
         str, typer.Option(help="minilm, bm25, st:<model>, litellm:<model>.")
     ] = DEFAULT_EMBEDDER,
+    retriever: Annotated[
+        str | None,
+        typer.Option(
+            help="Your retriever as module:attr (a LangChain BaseRetriever, a callable (query, k) or a "
+            "factory taking the corpus); replaces --embedder."
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Your agent as module:attr (a LangChain Runnable or a callable taking the task, sync or "
+            "async); replaces --llm and --prompt."
+        ),
+    ] = None,
     pool: Annotated[str, typer.Option(help="`core`, `execretrieval` or a pool directory.")] = "core",
     conditions: Annotated[
         str, typer.Option(help=f"Comma-separated subset of {','.join(CONDITIONS)}.")
@@ -80,12 +94,14 @@ def run(
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
     from ..analysis import print_summary
-    from ..pipeline import RunConfig, evaluate
+    from ..api import evaluate, run_config
 
-    config = RunConfig(
+    settings = dict(
         pool=pool,
         llm=llm,
         embedder=embedder,
+        retriever=retriever,
+        agent=agent,
         conditions=[c.strip() for c in conditions.split(",") if c.strip()],
         k=k,
         limit=limit,
@@ -105,12 +121,13 @@ def run(
         visible_tests=visible_tests,
         rerank_k=rerank_k,
     )
+    config = run_config(**settings)
     # --- CI gate (issue 6): bad thresholds fail before any work (exit 2) ---
     thresholds = parse_gate(fail_under, fail_over)
     precheck(config, thresholds)
     as_json = as_json or output_format is OutputFormat.json
     # --- end CI gate ---
-    result = evaluate(config, show_progress=not as_json)
+    result = evaluate(**settings, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary, indent=2))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +32,24 @@ __all__ = [
 ]
 
 IMAGE_REPO = "agentbench-sandbox"
-SANDBOX_DIR = Path(__file__).resolve().parents[2] / "sandbox"
-HARNESS = Path(__file__).with_name("harness.py")
 IMAGE_FILES = ("Dockerfile", "worker.py")
+
+
+def _sandbox_dir() -> Path:
+    """``sandbox/`` of a source checkout, else the copy an installed package keeps under
+    ``<sys.prefix>/share/agentbench/sandbox`` (pyproject's data-files)."""
+    candidates = [
+        Path(__file__).resolve().parents[2] / "sandbox",
+        Path(sys.prefix) / "share" / "agentbench" / "sandbox",
+    ]
+    for candidate in candidates:
+        if all((candidate / name).is_file() for name in IMAGE_FILES):
+            return candidate
+    return candidates[0]
+
+
+SANDBOX_DIR = _sandbox_dir()
+HARNESS = Path(__file__).with_name("harness.py")
 START_ENGINE_HINT = "start it with `dockerd > /tmp/dockerd.log 2>&1 &` (or `sudo systemctl start docker`)"
 BUILD_HINT = "run `agentbench sandbox build --offline` (or without --offline where Docker Hub is reachable)"
 
@@ -69,7 +85,7 @@ def connect(timeout: float = 60.0) -> docker.DockerClient:
 def _files_digest() -> str:
     if not all((SANDBOX_DIR / name).is_file() for name in IMAGE_FILES):
         raise SandboxError(
-            f"sandbox build files not found in {SANDBOX_DIR}: use a source checkout of agentbench"
+            f"sandbox build files not found in {SANDBOX_DIR}: reinstall agentbench or use a source checkout"
         )
     digest = hashlib.sha256()
     for path in [HARNESS, *(SANDBOX_DIR / name for name in IMAGE_FILES)]:

@@ -25,6 +25,11 @@ class RunConfig(BaseModel):
     pool: str = "core"
     llm: str = DEFAULT_MODEL
     embedder: str = DEFAULT_EMBEDDER
+    retriever: str | None = None
+    """A retriever plug-in (``module:attr``, or the name of an object given to the Python API); replaces
+    the embedder."""
+    agent: str | None = None
+    """An agent plug-in (as ``retriever``); replaces the LiteLLM agent, so ``llm`` and ``prompt`` are unused."""
     conditions: list[str] = Field(default_factory=lambda: list(CONDITIONS))
     k: int = 1
     limit: int | None = None
@@ -67,7 +72,19 @@ class RunConfig(BaseModel):
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
         self.conditions = list(dict.fromkeys(self.conditions))
+        if self.agent and self.prompt:
+            raise ConfigError(
+                "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
+            )
         return self
+
+    @property
+    def agent_name(self) -> str:
+        return self.agent or self.llm
+
+    @property
+    def retriever_name(self) -> str:
+        return self.retriever or self.embedder
 
     def fingerprint(self) -> str:
         """Hash of every setting that can change a record."""

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..agent import Agent, LLMClient, Task
+from ..agent import Agent, Generation, LLMClient, Task
+from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError
 from ..execution import Executor, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
@@ -49,6 +50,8 @@ class _Item:
     condition: str
     context_ids: list[str]
     kind: ContextKind
+    error: str | None = None
+    """The retriever plug-in failed on this query: no generation, a ``retriever_error`` record."""
 
 
 def _slug(text: str) -> str:
@@ -63,7 +66,7 @@ def prepare_run_dir(config: RunConfig) -> Path:
         if config.resume:
             raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        run_dir = Path("runs") / f"{stamp}-{_slug(config.llm)}-{_slug(config.embedder)}"
+        run_dir = Path("runs") / f"{stamp}-{_slug(config.agent_name)}-{_slug(config.retriever_name)}"
     config_file = run_dir / "config.json"
     if config_file.exists():
         if not config.resume:
@@ -103,6 +106,7 @@ def _kind(query: Query, corpus_id: str) -> ContextKind:
 
 def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
     top = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in retrieval["per_query"]}
+    failed = {e["query_id"]: e["error"] for e in retrieval.get("errors", [])}
     rr = retrieval.get("rerank") or {}
     reranked = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in rr.get("per_query", [])}
     if rr.get("name") is None:  # no reranking, or a skipped reranker: no rag_reranked records
@@ -114,7 +118,8 @@ def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
                 items.append(_Item(q, condition, [], "none"))
             elif condition == "rag":
                 ids = top[q.query_id][: config.k]
-                items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
+                kind = _kind(q, ids[0]) if ids else "none"
+                items.append(_Item(q, condition, ids, kind, failed.get(q.query_id)))
             elif condition == RAG_RERANKED and q.query_id in reranked:
                 ids = reranked[q.query_id][: config.k]
                 items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
@@ -190,7 +195,7 @@ class _Progress:
 async def _generate_and_execute(
     items: list[_Item],
     pool: Pool,
-    agent: Agent,
+    agent: Agent | PluginAgent,
     executor: Executor,
     exec_cache: ExecCache,
     context_verdicts: dict[tuple[str, str], list[str]],
@@ -211,7 +216,9 @@ async def _generate_and_execute(
     ]
     generations = await asyncio.gather(
         *(
-            agent.generate(t, "rag" if it.condition == RAG_RERANKED else it.condition)
+            _skipped(t, it)
+            if it.error
+            else agent.generate(t, "rag" if it.condition == RAG_RERANKED else it.condition)
             for t, it in zip(tasks, items, strict=True)
         )
     )
@@ -225,7 +232,7 @@ async def _generate_and_execute(
     records = []
     for i, (it, gen) in enumerate(zip(items, generations, strict=True)):
         verdict = verdicts.get(i)
-        status = gen.status
+        status = "retriever_error" if it.error else gen.status
         if verdict is not None and verdict.infra_error:
             status = "infra_error"
         first = it.context_ids[0] if it.context_ids else None
@@ -252,7 +259,7 @@ async def _generate_and_execute(
                 response=gen.response,
                 code=gen.code,
                 status=status,
-                error=gen.error or (verdict.infra_error if verdict is not None else None),
+                error=it.error or gen.error or (verdict.infra_error if verdict is not None else None),
                 results=results,
                 passed=passed,
                 inherited_outcomes=inherited,
@@ -269,6 +276,17 @@ async def _generate_and_execute(
             )
         )
     return records
+
+
+async def _skipped(task: Task, item: _Item) -> Generation:
+    """No generation for a query the retriever plug-in failed on."""
+    return Generation(
+        task_id=task.task_id,
+        condition=item.condition,
+        model="",
+        messages=[],
+        function_name=task.function_name,
+    )
 
 
 def _context_verdicts(
@@ -299,11 +317,17 @@ def _reranking(config: RunConfig) -> Reranking | None:
         return Reranking(None, visible, config.rerank_k, config.seed, skipped=str(exc))
 
 
-def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progress: bool = True) -> RunResult:
-    """Run (or resume) an end-to-end evaluation and write its run directory."""
-    from ..analysis import summarize, write_report
-
-    config.validate_values()
+def _make_agent(
+    config: RunConfig, client: LLMClient | None, agent: object | None
+) -> tuple[Agent | PluginAgent, LLMClient | None]:
+    """The agent under test: a plug-in (``config.agent``/``agent``) or the built-in LiteLLM agent; every
+    configuration problem (missing key, unknown model, unimportable plug-in, bad template) fails here."""
+    if agent is not None or config.agent:
+        if config.prompt:  # validate_values() cannot see an agent object from the Python API
+            raise ConfigError(
+                "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
+            )
+        return plugin_agent(agent if agent is not None else config.agent, config.concurrency), None
     client = client or LLMClient(
         config.llm,
         api_base=config.api_base,
@@ -313,14 +337,50 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
         concurrency=config.concurrency,
     )
     client.check()  # missing API key or unknown model: fail before any work
+    built = Agent(client, prompt=config.prompt)
+    for condition in config.conditions:
+        built.template("rag" if condition == RAG_RERANKED else condition)
+    return built, client
+
+
+def evaluate(
+    config: RunConfig,
+    *,
+    client: LLMClient | None = None,
+    agent: object | None = None,
+    retriever: object | None = None,
+    show_progress: bool = True,
+) -> RunResult:
+    """Run (or resume) an end-to-end evaluation and write its run directory.
+
+    ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
+    :mod:`agentbench.retrieval.plugin`); without them ``config.agent``/``config.retriever`` name plug-ins
+    as ``module:attr``, and without those the built-in LiteLLM agent and embedder are used.
+    """
+    from ..analysis import summarize, write_report
+
+    config.validate_values()
+    the_agent, client = _make_agent(config, client, agent)
+    retriever_name = None
+    if retriever is not None or config.retriever:
+        from ..retrieval.plugin import check_retriever
+
+        retriever, retriever_name = check_retriever(retriever if retriever is not None else config.retriever)
+    if isinstance(the_agent, PluginAgent):
+        config.agent = the_agent.name  # objects from the Python API are recorded by name
+    if retriever_name:
+        config.retriever = retriever_name
     full = load_pool(config.pool)
     queries = full.queries[: config.limit] if config.limit else full.queries
     pool = full.model_copy(update={"queries": queries})
+    if retriever_name:  # a factory builds its index now: its failure must not leave a run directory behind
+        from ..retrieval.plugin import plugin_searcher
+
+        retriever = plugin_searcher(retriever, pool, retriever_name)
     run_dir = prepare_run_dir(config)
     log = RecordLog(run_dir / "records.jsonl")
     done = {r.key: r for r in log.load()}
     exec_cache = ExecCache()
-    agent = Agent(client, prompt=config.prompt)
     reranking = _reranking(config)
     suites = {
         q.query_id: reranking.split(q).held_out if reranking else tuple(q.test_suite) for q in pool.queries
@@ -330,6 +390,8 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
             pool,
             config.embedder,
             executor,
+            retriever=retriever,
+            retriever_name=retriever_name,
             store_dir=config.store_dir,
             chroma_url=config.chroma_url,
             exec_cache=exec_cache,
@@ -361,7 +423,7 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
                 batch = todo[start : start + chunk]
                 records = asyncio.run(
                     _generate_and_execute(
-                        batch, pool, agent, executor, exec_cache, context_verdicts, metas, config, suites
+                        batch, pool, the_agent, executor, exec_cache, context_verdicts, metas, config, suites
                     )
                 )
                 for rec in records:
@@ -374,7 +436,10 @@ def evaluate(config: RunConfig, *, client: LLMClient | None = None, show_progres
                 bar.__exit__(None, None, None)
     order = {(it.query.query_id, it.condition): i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
-    stats = client.stats.model_dump()
+    if client is not None:
+        stats = client.stats.model_dump()
+    else:
+        stats = {"calls": getattr(the_agent, "calls", 0), "cache_hits": 0}
     summary = summarize(records, retrieval, stats, config)
     _write_json(run_dir / "summary.json", summary)
     write_report(run_dir / "report.md", summary)

@@ -33,7 +33,9 @@ class RunRecord(BaseModel):
     messages: list[dict[str, str]] = Field(default_factory=list)
     response: str = ""
     code: str = ""
-    status: Literal["ok", "no_code", "llm_error", "infra_error"] = "ok"
+    status: Literal["ok", "no_code", "llm_error", "infra_error", "agent_error", "retriever_error"] = "ok"
+    """``agent_error``/``retriever_error``: a plug-in under test raised or returned something unusable; a
+    failure of the system under test, so scored (as not passed) and also counted apart."""
     error: str | None = None
     results: list[str] = Field(default_factory=list)
     """Per-assert verdicts of the generated code."""
@@ -57,7 +59,7 @@ class RunRecord(BaseModel):
     @property
     def scored(self) -> bool:
         """llm_error and infra_error records are reported separately, never as model failures."""
-        return self.status in ("ok", "no_code")
+        return self.status not in ("llm_error", "infra_error")
 
 
 class RecordLog:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import ConfigError, PoolError, SandboxError
 from ..execution import Executor, Job
@@ -50,7 +52,7 @@ def _check_ks(ks: Sequence[int]) -> list[int]:
 def _canonical_below_paired(query: Query, scores, position: dict[str, int]) -> bool | None:
     canon = [scores[position[c]] for c in query.correct_corpus_ids if c in position]
     paired = [scores[position[c]] for c in query.paired_distractor_corpus_ids if c in position]
-    if not canon or not paired:
+    if not canon or not paired or np.isnan(canon + paired).any():  # NaN: a plug-in gives no full scores
         return None
     return bool(max(canon) < max(paired))
 
@@ -88,9 +90,11 @@ def _execute(
 
 def evaluate_retrieval(
     pool: Pool,
-    embedder_spec: str | Embedder,
+    embedder_spec: str | Embedder | None,
     executor: Executor,
     *,
+    retriever: Any = None,
+    retriever_name: str | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     store_dir: str | Path = "stores",
     chroma_url: str | None = None,
@@ -109,29 +113,54 @@ def evaluate_retrieval(
 
     With ``rerank`` (see :mod:`.rerank`), every metric is computed on each query's held-out asserts: the
     top-level ones for vector order (the baseline), those under ``"rerank"`` for the reranked order.
+
+    ``retriever`` (a :class:`~.search.Searcher`, a plug-in object or a ``module:attr`` string, see
+    :mod:`.plugin`) replaces the embedder; per-query plug-in failures are listed under ``"errors"``.
     """
     began = time.perf_counter()
     cutoffs = _check_ks(ks)
-    embedder = parse_embedder(embedder_spec) if isinstance(embedder_spec, str) else embedder_spec
-    embedder.check()
     if not pool.queries or not pool.corpus:
         raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
     depth = max(TOP_RESULTS, cutoffs[-1], rerank.k if rerank is not None else 0)
     own_cache = None
-    if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
-        own_cache = embed_cache = EmbeddingCache()
+    embedder: Embedder | None = None
+    if retriever is None:
+        if embedder_spec is None:
+            raise ConfigError("no embedder and no retriever given")
+        embedder = parse_embedder(embedder_spec) if isinstance(embedder_spec, str) else embedder_spec
+        embedder.check()
+        if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
+            own_cache = embed_cache = EmbeddingCache()
     try:
-        searcher: Searcher = open_searcher(
-            pool,
-            embedder,
-            store_dir=store_dir,
-            chroma_url=chroma_url,
-            embed_cache=embed_cache,
-            progress=progress,
-        )
+        if embedder is not None:
+            searcher: Searcher = open_searcher(
+                pool,
+                embedder,
+                store_dir=store_dir,
+                chroma_url=chroma_url,
+                embed_cache=embed_cache,
+                progress=progress,
+            )
+        else:
+            from .plugin import plugin_searcher
+
+            searcher = plugin_searcher(
+                retriever, pool, None if isinstance(retriever, str) else retriever_name
+            )
         indexed = time.perf_counter()
         texts = [q.query for q in pool.queries]
-        hits = searcher.search_many(texts, depth)
+        plugged = embedder is None and hasattr(searcher, "on_query")
+        with progress_bar(
+            f"retrieving with {searcher.name}", len(texts), enabled=progress and plugged
+        ) as adv:
+            if plugged:
+                searcher.on_query = adv
+            hits = searcher.search_many(texts, depth)
+        errors = [
+            {"query_id": q.query_id, "error": e}
+            for q, e in zip(pool.queries, getattr(searcher, "errors", None) or [], strict=False)
+            if e
+        ]
         all_scores = searcher.score_all(texts)
         searched = time.perf_counter()
         suites = [rerank.split(q).held_out for q in pool.queries] if rerank is not None else None
@@ -139,7 +168,7 @@ def evaluate_retrieval(
         executed = time.perf_counter()
         searcher.close()
     finally:
-        if own_cache is not None:
+        if own_cache is not None and embedder is not None:
             embedder.use_cache(None)
             own_cache.close()
     rr_info: dict | None = None
@@ -167,11 +196,12 @@ def evaluate_retrieval(
     diag = diagnostics(records, cutoffs)
     finished = time.perf_counter()
     encode_s = getattr(embedder, "encode_seconds", 0.0)
+    name = embedder.name if embedder is not None else searcher.name
     reused = getattr(searcher, "reused", None)
     result = {
         "schema_version": RESULTS_VERSION,
-        "model": embedder.name,
-        "embedder_config": embedder.config_key(),
+        "model": name,
+        "embedder_config": embedder.config_key() if embedder is not None else {"retriever": name},
         "pool": pool.name,
         "pool_path": pool.path,
         "n_queries": len(pool.queries),
@@ -180,6 +210,7 @@ def evaluate_retrieval(
         "metrics": metrics,
         "ci95": ci95,
         "diagnostics": diag,
+        "errors": errors,
         "run_info": {
             "executor": executor.config_key(),
             "timeout": timeout,

@@ -249,6 +249,8 @@ def _record_case(suite: ET.Element, rec: RunRecord) -> tuple[int, int]:
     elif not rec.passed:
         if rec.status == "no_code":
             message = "no code in the response"
+        elif rec.status in ("agent_error", "retriever_error"):
+            message = rec.error or rec.status
         else:
             message = f"{sum(r == 'pass' for r in rec.results)}/{len(rec.results)} asserts passed"
         verdicts = "\n".join(f"assert {i + 1}: {r}" for i, r in enumerate(rec.results))

@@ -327,6 +327,7 @@ def _conditions_table(summary: dict) -> str:
             e(c.get("no_code", 0)),
             e(c.get("llm_errors", 0)),
             e(c.get("infra_errors", 0)),
+            e(c.get("agent_errors", 0) + c.get("retriever_errors", 0)),
         ]
         for name, c in summary.get("conditions", {}).items()
     ]
@@ -339,6 +340,7 @@ def _conditions_table(summary: dict) -> str:
         "no code",
         "LLM errors",
         "infra errors",
+        "plug-in errors (scored)",
     ]
     return _table(headers, rows)
 

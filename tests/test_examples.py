@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,8 @@ def _local_model_reason() -> str | None:
 @pytest.fixture
 def local_model() -> None:
     reason = _local_model_reason()
+    if reason and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"the local model is required in CI: {reason}")
     if reason:
         pytest.skip(reason)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -12,7 +12,7 @@ from .extract import extract_code
 from .llm import LLMClient
 from .prompts import PromptTemplate, Task, load_template
 
-__all__ = ["Agent", "Generation", "Usage", "GENERATION_SCHEMA_VERSION"]
+__all__ = ["Agent", "AgentLike", "Generation", "Usage", "GENERATION_SCHEMA_VERSION"]
 
 GENERATION_SCHEMA_VERSION = 1
 
@@ -55,6 +55,14 @@ class Generation(BaseModel):
         if self.error is not None:
             return "agent_error" if self.error_source == "agent" else "llm_error"
         return "ok" if self.code else "no_code"
+
+
+class AgentLike(Protocol):
+    """What the run stage drives: the built-in :class:`Agent` and plug-in agents (:mod:`.plugin`)."""
+
+    model: str
+
+    async def generate(self, task: Task, condition: str) -> Generation: ...
 
 
 class Agent:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..agent import Agent, Generation, LLMClient, Task
+from ..agent.generate import AgentLike
 from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError
 from ..execution import Executor, Job, make_executor
@@ -195,7 +196,7 @@ class _Progress:
 async def _generate_and_execute(
     items: list[_Item],
     pool: Pool,
-    agent: Agent | PluginAgent,
+    agent: AgentLike,
     executor: Executor,
     exec_cache: ExecCache,
     context_verdicts: dict[tuple[str, str], list[str]],
@@ -319,7 +320,7 @@ def _reranking(config: RunConfig) -> Reranking | None:
 
 def _make_agent(
     config: RunConfig, client: LLMClient | None, agent: object | None
-) -> tuple[Agent | PluginAgent, LLMClient | None]:
+) -> tuple[AgentLike, LLMClient | None]:
     """The agent under test: a plug-in (``config.agent``/``agent``) or the built-in LiteLLM agent; every
     configuration problem (missing key, unknown model, unimportable plug-in, bad template) fails here."""
     if agent is not None or config.agent:

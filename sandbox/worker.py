@@ -113,7 +113,7 @@ def run_one(job, keep):
         os.close(fd)
     limits = {"out": limit, "err": limit, "res": harness.RESULT_LIMIT}
     capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-    status, timed_out = harness.wait_child(pid, capture, start + timeout)
+    status, timed_out = harness.wait_child(pid, capture, start, timeout)
     duration = time.monotonic() - start
     clean = kill_others(keep | {os.getpid()})
     if timed_out:

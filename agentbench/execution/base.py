@@ -40,7 +40,7 @@ class Job:
 
     code: str
     tests: tuple[str, ...]
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  # seconds of CPU time; of wall-clock time, three times as many
 
     @property
     def key(self) -> tuple[str, str]:

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import SandboxError
+from . import harness
 from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 from .engine import connect, require_image, sandbox_error
 
@@ -38,7 +39,7 @@ __all__ = ["DockerExecutor", "LABEL"]
 
 LABEL = "agentbench.sandbox"
 PROTOCOL = b"AB1 "
-GRACE = 10.0  # seconds a worker may take beyond the job's own limit (cleanup, scheduling)
+GRACE = 10.0  # seconds a worker may take beyond the job's own wall-clock limit (cleanup, scheduling)
 SLOW_AFTER = 1.0  # seconds after which a running job no longer counts against the worker budget
 START_TIMEOUT = 60.0
 BUFFER_LIMIT = 32 << 20
@@ -173,7 +174,8 @@ class _Worker:
         except OSError as exc:
             raise _Lost(f"connection failed ({exc})") from exc
         now = time.monotonic()
-        deadline, wake_at = now + job.timeout + o.hang_grace, now + o.slow_after
+        wall_limit = job.timeout * harness.WALL_LIMIT_FACTOR
+        deadline, wake_at = now + wall_limit + o.hang_grace, now + o.slow_after
         while True:
             answer = self.frames.next(deadline, wake_at, on_slow)
             on_slow = None

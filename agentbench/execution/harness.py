@@ -3,6 +3,10 @@
 Standard library only: the file is copied into the sandbox image, where the worker imports it, and the
 process executor runs it with ``python -I -S -c``.
 
+Verdicts must not depend on the executor or on the machine's load, so both executors run the snippet the
+same number of Python frames deep (:data:`RUN_JOB_DEPTH`: ``RecursionError`` strikes at the same depth) and
+time a job by the CPU time it used (:func:`wait_child`), not by how long a busy machine took to give it.
+
 A verdict comes from a result line the harness writes after it observed an assert complete,
 ``<nonce> <index> <outcome>``, on a file descriptor of its own. stdout and stderr belong to the untrusted
 code and the exit code never counts, so ``os._exit(0)``, ``sys.exit(0)``, a killed parent or printed fake
@@ -26,6 +30,14 @@ FAIL = "FAIL"
 TIMEOUT = "TIMEOUT"
 TAMPERED = "ERROR:Tampered"
 RESULT_LIMIT = 1 << 20
+# The snippet runs in the frame below run_job, which runs at this depth in both executors: the Docker worker
+# gets there by its own calls (<module>, main, executor, run_one, child, run_job), the process executor's
+# shorter chain (<module>, main, run_job) is padded. Frames count against the recursion limit, so a
+# recursive snippet near the limit passes or raises RecursionError the same way in both.
+RUN_JOB_DEPTH = 6
+# A job that is not using the CPU (sleeping, blocked, or starved by other load) times out after this many
+# times its time limit of wall-clock time; one that is, once it has used its time limit of CPU time.
+WALL_LIMIT_FACTOR = 3
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _type_name = type.__dict__["__name__"].__get__  # immune to metaclasses that fake __name__
 
@@ -38,6 +50,14 @@ def outcome_of(exc, _assertion=AssertionError, _type=type, _name=_type_name, _ch
         return FAIL
     name = "".join(c for c in _name(_type(exc))[:60] if c in _chars)
     return "ERROR:" + (name or "Unknown")
+
+
+def _frame_depth():
+    """How many Python frames deep the caller runs (its own frame included)."""
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
 
 
 def run_job(
@@ -58,7 +78,10 @@ def run_job(
     """Run the snippet, then each assert in the snippet's namespace, writing one result line per assert.
 
     Builtins are bound as defaults (evaluated before any untrusted code) so patching them changes nothing.
+    A caller less than :data:`RUN_JOB_DEPTH` frames deep gets padding frames (calls of run_job itself).
     """
+    if _frame_depth() < RUN_JOB_DEPTH:
+        return run_job(code, tests, result_fd, nonce)
     prefix = nonce + " "
 
     def emit(i, outcome):
@@ -211,8 +234,32 @@ class Capture:
         self.open.discard(fd)
 
 
-def wait_child(pid, capture, deadline):
-    """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out)."""
+def session_cpu_seconds(sid):
+    """CPU seconds used so far by the live processes of session ``sid`` and the children they reaped."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()  # fields[0] is field 3 of proc(5), the state
+            if int(fields[3]) == sid:  # session; then utime, stime, cutime, cstime
+                ticks += sum(int(x) for x in fields[11:15])
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_child(pid, capture, start, timeout):
+    """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out).
+
+    ``pid`` leads its own session (the job). It times out once that session has used ``timeout`` seconds
+    of CPU, or ``WALL_LIMIT_FACTOR * timeout`` seconds after ``start`` whatever it used: a wall-clock limit
+    alone would time out a job that a loaded machine (or a busy Docker cgroup) gave only part of a CPU, so
+    the verdict would depend on the load and on the executor.
+    """
+    hard_deadline = start + timeout * WALL_LIMIT_FACTOR
+    check_at = start + timeout
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -224,9 +271,16 @@ def wait_child(pid, capture, deadline):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return status, False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None, True
+            now = time.monotonic()
+            if now >= check_at:
+                if now >= hard_deadline:
+                    return None, True
+                used = session_cpu_seconds(pid)
+                if used >= timeout:
+                    return None, True
+                # a busy process gains at most a CPU second per second: look again when it may be done
+                check_at = min(now + min(max(timeout - used, 0.05), 0.5), hard_deadline)
+            left = check_at - now
             capture.pump(left if pidfd is not None else min(left, 0.01))
     finally:
         if pidfd is not None:

@@ -15,6 +15,7 @@ Without namespaces nothing stops network access or a child that escapes with set
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -38,6 +39,7 @@ from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, Progre
 __all__ = ["ProcessExecutor", "Isolation", "probe_isolation", "parse_results"]
 
 HARNESS_SOURCE = Path(harness.__file__).read_text()
+HARNESS_DIGEST = hashlib.sha256(HARNESS_SOURCE.encode()).hexdigest()[:12]  # like the Docker image's tag
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UID_BASE = 1_500_000_000 + (os.getpid() % 100_000) * 64  # per process, so two runs never share a uid
 MAX_UID_SLOTS = 64
@@ -167,7 +169,7 @@ class _Runner:
         _send(in_w, json.dumps({"code": job.code, "tests": list(job.tests), "nonce": nonce}).encode())
         limits = {"out": self.output_limit, "err": self.output_limit, "res": harness.RESULT_LIMIT}
         capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-        status, timed_out = harness.wait_child(proc.pid, capture, start + job.timeout)
+        status, timed_out = harness.wait_child(proc.pid, capture, start, job.timeout)
         duration = time.monotonic() - start
         _kill_tree(proc.pid, uid if iso.drop_uid and not iso.namespaces else None)
         if timed_out:
@@ -260,7 +262,10 @@ class ProcessExecutor(Executor):
 
     def config_key(self) -> str:
         iso = self.isolation
-        return f"process:mem={self.memory_mb}:ns={int(iso.namespaces)}:uid={int(iso.drop_uid)}"
+        return (
+            f"process:mem={self.memory_mb}:ns={int(iso.namespaces)}:uid={int(iso.drop_uid)}"
+            f":harness={HARNESS_DIGEST}"
+        )
 
     def describe(self) -> str:
         return f"process executor, workers={self.workers}: {self.isolation.describe()}"

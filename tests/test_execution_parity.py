@@ -1,0 +1,99 @@
+"""Both executors give the same per-assert verdicts to programs whose verdict once depended on the executor.
+
+- Recursion near the limit: the Docker worker ran snippets three Python frames deeper than the process
+  executor, so a recursion 991-993 deep passed in one and raised RecursionError in the other.
+- A CPU-heavy job on a loaded machine: the `core` pool's byte_swap_32 mutant ``8 << n`` (three ~0.5 GB
+  integers, 1.6 s of CPU) passed with the process executor and timed out with Docker while the pool was
+  built under load: all Docker containers share one CPU weight on the host, while every process-executor
+  job is a session of its own. Jobs are now timed by the CPU time they use (capped in wall-clock time).
+
+Docker tests fail instead of skipping when CI is set and the engine or image is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agentbench.execution import Job, ProcessExecutor
+from agentbench.execution.harness import WALL_LIMIT_FACTOR
+
+from .test_sandbox_docker import _require_docker
+
+BYTE_SWAP_MUTANT = (
+    "def byte_swap_32(n):\n    if n < 0 or n > 0xFFFFFFFF:\n        return None\n"
+    "    return (((n >> 24) & 0xFF) | ((n >> 8) & 0xFF00)\n"
+    "            | ((8 << n) & 0xFF0000) | ((n << 24) & 0xFF000000))\n"
+)
+BYTE_SWAP_TESTS = (
+    "assert byte_swap_32(0x12345678) == 0x78563412",
+    "assert byte_swap_32(0) == 0",
+    "assert byte_swap_32(0xFFFFFFFF) == 0xFFFFFFFF",
+    "assert byte_swap_32(1) == 0x01000000",
+    "assert byte_swap_32(0xFF000000) == 0xFF",
+    "assert byte_swap_32(0x00FF0000) == 0x0000FF00",
+    "assert byte_swap_32(0x0000FF00) == 0x00FF0000",
+    "assert byte_swap_32(0xA1B2C3D4) == 0xD4C3B2A1",
+    "assert byte_swap_32(2**32) is None",
+    "assert byte_swap_32(-1) is None",
+)
+BYTE_SWAP_VERDICTS = ["FAIL", "pass", "FAIL", "pass", "pass", "pass", "FAIL", "FAIL", "pass", "pass"]
+LOOP = Job("while True:\n    pass\n", ("assert True",), 4)
+
+
+def _docker(**kwargs):
+    _require_docker()
+    from agentbench.execution.container import DockerExecutor
+
+    return DockerExecutor(**kwargs)
+
+
+def _both(jobs: list[Job], workers: int = 2, **docker_kwargs) -> tuple[list, list]:
+    with ProcessExecutor(workers=workers) as process, _docker(workers=workers, **docker_kwargs) as docker:
+        return process.run(jobs), docker.run(jobs)
+
+
+@pytest.mark.docker
+def test_recursion_limit_strikes_at_the_same_depth() -> None:
+    code = "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+    tests = tuple(f"assert depth({n}) == {n}" for n in range(975, 1000))
+    process, docker = _both([Job(code, tests)])
+    assert process[0].results == docker[0].results
+    assert {"pass", "ERROR:RecursionError"} == set(docker[0].results)  # the limit lies inside the range
+
+
+@pytest.mark.docker
+def test_time_off_the_cpu_does_not_count_until_the_wall_clock_limit() -> None:
+    jobs = [
+        Job("import time\ntime.sleep(1.5)\n", ("assert True",), timeout=1),
+        Job("import time\n", ("assert True", "time.sleep(60)"), timeout=1),
+        Job("while True:\n    pass\n", ("assert True",), timeout=1),
+    ]
+    process, docker = _both(jobs)
+    assert [r.results for r in process] == [r.results for r in docker]
+    assert [r.results for r in docker] == [["pass"], ["pass", "TIMEOUT"], ["TIMEOUT"]]
+    for res in (process[1], docker[1]):
+        assert WALL_LIMIT_FACTOR - 0.1 < res.duration < WALL_LIMIT_FACTOR + 2
+    for res in (process[2], docker[2]):  # busy: timed out by CPU time, long before the wall-clock limit
+        assert res.duration < 2
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_cpu_heavy_job_gets_the_same_verdicts_on_a_loaded_machine() -> None:
+    """Busy loops in the same batch plus CPU hogs on the host: the Docker job used to get a sixth of a CPU."""
+    n = min(os.cpu_count() or 1, 4)
+    job = Job(BYTE_SWAP_MUTANT, BYTE_SWAP_TESTS, timeout=4)
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(n)
+    ]
+    try:
+        process, docker = _both([LOOP] * (n + 1) + [job], workers=n + 2, overflow=0)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert process[-1].results == docker[-1].results == BYTE_SWAP_VERDICTS

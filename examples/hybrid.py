@@ -13,6 +13,7 @@ re-embed the pool); any sentence-transformers model works the same way.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 
@@ -47,6 +48,9 @@ def rrf(rankings: Sequence[Sequence[int]], n_docs: int) -> np.ndarray:
 
 def retriever(corpus: list[CorpusDoc]) -> Callable[[str, int], list[tuple[str, float]]]:
     ids = [doc.corpus_id for doc in corpus]
+    # Exact score ties (BM25 often scores a snippet and its one-operator mutant the same) are broken by a
+    # hash of the id: deterministic, and unrelated to how the pool numbered or ordered its snippets.
+    tiebreak = np.array([hashlib.sha256(cid.encode()).hexdigest() for cid in ids])
     bm25 = bm25s.BM25()
     bm25.index([tokenize(doc.code) for doc in corpus], show_progress=False)
 
@@ -59,10 +63,9 @@ def retriever(corpus: list[CorpusDoc]) -> Callable[[str, int], list[tuple[str, f
         sparse = bm25.get_scores(tokenize(query))
         q = np.asarray(embedder.embed_query(query), dtype=np.float64)
         dense = vectors @ (q / np.linalg.norm(q))
-        # stable sorts with the corpus order as tie-break keep the ranking deterministic
-        rankings = [np.argsort(-s, kind="stable")[:depth] for s in (sparse, dense)]
+        rankings = [np.lexsort((tiebreak, -s))[:depth] for s in (sparse, dense)]
         fused = rrf(rankings, len(ids))
-        best = np.argsort(-fused, kind="stable")[:k]
+        best = np.lexsort((tiebreak, -fused))[:k]
         return [(ids[i], float(fused[i])) for i in best if fused[i] > 0]
 
     return search

@@ -7,8 +7,8 @@ Accepted, checked in this order:
   score)`` pairs, bare corpus ids or code strings, LangChain Documents, or dicts with ``corpus_id`` or
   ``code`` (and optionally ``score``); it may be ``async``;
 - a factory: a callable taking one argument, called once with the pool's corpus (a list of
-  :class:`CorpusDoc`: ``corpus_id`` and ``code`` only, never labels) and returning one of the above, so a
-  user's own index can be built from the pool.
+  :class:`CorpusDoc`: ``corpus_id`` and ``code`` only, never labels, in an order unrelated to the pool's)
+  and returning one of the above, so a user's own index can be built from the pool.
 
 A retrieved item must name a pool snippet: by corpus id (a Document's ``metadata["corpus_id"]`` or
 ``metadata["id"]``, or ``Document.id``) or by its exact code. Per query, a retriever that raises or returns
@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..plugins import accepts, describe, load_spec
 from ..pools.models import Pool
-from .search import Hit, Searcher
+from .search import Hit, Searcher, tie_key
 
 __all__ = ["CorpusDoc", "PluginSearcher", "check_retriever", "plugin_searcher"]
 
@@ -63,7 +63,10 @@ def _resolve(obj: Any, pool: Pool, spec: str) -> tuple[Any, str]:
         return obj, "callable"
     if not accepts(obj, 1):
         raise ConfigError(f"retriever {spec}: its signature fits none of {_SHAPES}")
-    corpus = [CorpusDoc(s.corpus_id, s.code) for s in pool.corpus]
+    # in hash order, not pool order: pools list a canonical before its distractors, so a plug-in that
+    # breaks score ties by position would otherwise be handed the answer
+    snippets = sorted(pool.corpus, key=lambda s: tie_key(s.corpus_id))
+    corpus = [CorpusDoc(s.corpus_id, s.code) for s in snippets]
     try:
         built = obj(corpus)
         if inspect.isawaitable(built):

@@ -45,7 +45,7 @@ def test_public_names() -> None:
             "CONDITIONS", "DEFAULT_MODEL", "GENERATION_SCHEMA_VERSION", "LOCAL_MODELS", "Agent", "Generation",
             "LLMClient", "LLMResult", "LLMStats", "LocalModelSpec", "PromptTemplate", "ResponseCache", "Task",
             "Usage", "cache_dir", "check_model", "ensure_model", "extract_code", "function_signature",
-            "load_template", "redact", "render_context",
+            "load_template", "redact", "render_context", "AgentReply", "PluginAgent", "plugin_agent",
         ]
     )  # fmt: skip
     for name in agent_api.__all__:

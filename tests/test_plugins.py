@@ -568,3 +568,27 @@ def test_custom_prompt_file_with_builtin_agent(tmp_path: Path) -> None:
         assert "Write a Python function" not in r.messages[1]["content"]  # not the default template
     assert result.summary["conditions"]["oracle"]["pass_rate"] == 1.0
     assert result.summary["conditions"]["distractor"]["pass_rate"] == 0.0
+
+
+def test_cli_retrieve_reports_per_query_failures(tmp_path: Path) -> None:
+    (tmp_path / "flaky.py").write_text(
+        textwrap.dedent(
+            """
+            def retriever(query, k):
+                if query.startswith("Reverse the byte order"):
+                    raise ValueError("index offline")
+                return []
+            """
+        )
+    )
+    pool = agentbench.load_pool("core")
+    failing = [q.query_id for q in pool.queries[:40] if q.query.startswith("Reverse the byte order")]
+    env = {"PYTHONPATH": str(tmp_path), "AGENTBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["retrieve", "--retriever", "flaky:retriever", "--limit", "40", "--sandbox", "process"]
+    res = run_cli(*args, "--out", str(tmp_path / "out"), env=env)
+    assert res.returncode == 0, res.stderr
+    assert failing, "the core pool's first 40 queries include the byte-order task"
+    assert f"failed on {len(failing)} of 40 queries" in res.stdout
+    assert "ValueError: index offline" in res.stdout
+    res = run_cli(*args, "--out", str(tmp_path / "out2"), "--json", env=env)
+    assert json.loads(res.stdout)["results"][0]["errors"] == len(failing)

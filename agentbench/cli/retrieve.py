@@ -280,7 +280,7 @@ def retrieve(
             "out": str(out_dir),
             "results": [
                 {k: r[k] for k in ("model", "n_queries", "n_corpus", "ks", "metrics", "ci95", "diagnostics")}
-                | {"file": str(f)}
+                | {"file": str(f), "errors": len(r.get("errors", []))}
                 | (
                     {"rerank": {k: v for k, v in r["rerank"].items() if k != "per_query"}}
                     if "rerank" in r
@@ -302,6 +302,16 @@ def retrieve(
                 f"after {rr['metrics']['exec@1']:.3f} (cost: {rr['cost']['executions']} executions, "
                 f"{rr['cost']['seconds']:.1f} s)",
                 highlight=False,
+            )
+    for r in results:
+        if r.get("errors"):
+            first = r["errors"][0]
+            console.print(
+                f"{r['model']}: failed on {len(r['errors'])} of {r['n_queries']} queries, scored as misses "
+                f"(first: {first['query_id']}: {first['error']})",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
     for f in files:
         console.print(f"wrote {f}", highlight=False)

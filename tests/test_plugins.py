@@ -505,32 +505,10 @@ def test_cli_with_module_plugins(tmp_path: Path) -> None:
     assert data["metrics"]["exec@1"] == 1.0 and data["errors"] == []
 
 
-PROVIDER = '''
-import re
-from agentbench.agent._litellm import litellm_module
-litellm = litellm_module()
-
-class Copycat(litellm.CustomLLM):
-    """Replies with the first python block of the prompt; closed book gets a stub."""
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    async def acompletion(self, model, messages, model_response, optional_params, **_):
-        self.calls += 1
-        user = messages[-1]["content"]
-        blocks = re.findall(r"```python\\n(.*?)```", user, re.S)
-        text = blocks[0] if len(blocks) > 1 else blocks[0].rstrip() + "\\n    return None\\n"
-        model_response.choices[0].message.content = "```python\\n" + text + "```"
-        model_response.usage = litellm.Usage(prompt_tokens=11, completion_tokens=5, total_tokens=16)
-        return model_response
-'''
-
-
 def test_custom_prompt_file_with_builtin_agent(tmp_path: Path) -> None:
-    namespace: dict = {}
-    exec(PROVIDER, namespace)
-    handler = namespace["Copycat"]()
+    from .test_pipeline import Copycat  # the scripted provider: replies with the first context snippet
+
+    handler = Copycat()
     register_provider("promptcat", handler)
     prompt = tmp_path / "prompt.md"
     prompt.write_text(

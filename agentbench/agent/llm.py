@@ -91,6 +91,21 @@ def _describe(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {message}")[:500]
 
 
+class PerLoopSemaphore:
+    """``sem()`` is an ``asyncio.Semaphore`` of the running event loop: a semaphore is bound to one loop,
+    and the run stage starts a loop per chunk of work."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self._by_loop: dict[int, asyncio.Semaphore] = {}
+
+    def __call__(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._by_loop:
+            self._by_loop[loop_id] = asyncio.Semaphore(self.value)
+        return self._by_loop[loop_id]
+
+
 class LLMClient:
     """Completions for one model with caching, bounded concurrency and retries.
 
@@ -139,7 +154,7 @@ class LLMClient:
         else:
             self.cache = ResponseCache(cache)
         self.stats = LLMStats()
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._semaphore = PerLoopSemaphore(concurrency)
         self._ready = False
 
     @property
@@ -153,12 +168,6 @@ class LLMClient:
     def key(self, messages: list[dict[str, Any]]) -> str:
         """Cache key of a request: model, messages, output-affecting params and the API base."""
         return cache_key(self.model, messages, {**self.params, "api_base": self.api_base})
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._semaphores:
-            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
-        return self._semaphores[loop_id]
 
     async def _prepare(self) -> Any:
         from ._litellm import litellm_module

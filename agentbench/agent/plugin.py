@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from ..plugins import accepts, describe, load_spec
 from .extract import extract_code
 from .generate import Generation, Usage
+from .llm import PerLoopSemaphore
 from .prompts import Task
 
 __all__ = ["AgentReply", "PluginAgent", "plugin_agent"]
@@ -119,16 +120,14 @@ class PluginAgent:
             )
         self.target = target
         self.name = name
-        self.model = name
         self.concurrency = concurrency
         self.calls = 0
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._semaphore = PerLoopSemaphore(concurrency)
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._semaphores:
-            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
-        return self._semaphores[loop_id]
+    @property
+    def model(self) -> str:
+        """The name records and summaries show, as :attr:`Agent.model` for the built-in agent."""
+        return self.name
 
     def inputs(self, task: Task) -> dict[str, Any]:
         return {**task.variables(), "snippets": list(task.context)}

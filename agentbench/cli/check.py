@@ -28,6 +28,15 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
+FailUnderOpt = Annotated[
+    list[str] | None, typer.Option("--fail-under", metavar="METRIC=VALUE", help=GATE_HELP["fail_under"])
+]
+FailOverOpt = Annotated[
+    list[str] | None, typer.Option("--fail-over", metavar="METRIC=VALUE", help=GATE_HELP["fail_over"])
+]
+JunitOpt = Annotated[Path | None, typer.Option(help=GATE_HELP["junit"])]
+
+
 def parse_gate(fail_under: list[str] | None, fail_over: list[str] | None, max_drop: list[str] | None = None):
     from ..analysis.gate import parse_thresholds
 
@@ -87,13 +96,9 @@ def check(
             "VALUE (for bug_inheritance-like metrics, worse means higher).",
         ),
     ] = None,
-    fail_under: Annotated[
-        list[str] | None, typer.Option("--fail-under", metavar="METRIC=VALUE", help=GATE_HELP["fail_under"])
-    ] = None,
-    fail_over: Annotated[
-        list[str] | None, typer.Option("--fail-over", metavar="METRIC=VALUE", help=GATE_HELP["fail_over"])
-    ] = None,
-    junit: Annotated[Path | None, typer.Option(help=GATE_HELP["junit"])] = None,
+    fail_under: FailUnderOpt = None,
+    fail_over: FailOverOpt = None,
+    junit: JunitOpt = None,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table: messages on stderr; json: results on stdout.")
     ] = OutputFormat.table,

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..agent import CONDITIONS, DEFAULT_MODEL
 from ..retrieval import DEFAULT_EMBEDDER
-from .check import GATE_HELP, OutputFormat, enforce, parse_gate, precheck  # CI gate (issue 6)
+from .check import (  # CI gate (issue 6)
+    FailOverOpt,
+    FailUnderOpt,
+    JunitOpt,
+    OutputFormat,
+    enforce,
+    parse_gate,
+    precheck,
+)
 
 
 def run(
@@ -80,13 +87,9 @@ def run(
     ] = "0.5",
     rerank_k: Annotated[int, typer.Option(help="With --rerank: candidates reranked.")] = 10,
     # --- CI gate (issue 6): options; the logic is agentbench.analysis.gate via cli/check.py ---
-    fail_under: Annotated[
-        list[str] | None, typer.Option("--fail-under", metavar="METRIC=VALUE", help=GATE_HELP["fail_under"])
-    ] = None,
-    fail_over: Annotated[
-        list[str] | None, typer.Option("--fail-over", metavar="METRIC=VALUE", help=GATE_HELP["fail_over"])
-    ] = None,
-    junit: Annotated[Path | None, typer.Option(help=GATE_HELP["junit"])] = None,
+    fail_under: FailUnderOpt = None,
+    fail_over: FailOverOpt = None,
+    junit: JunitOpt = None,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
     ] = OutputFormat.table,

@@ -7,15 +7,15 @@
     (document embeddings and the Chroma collection) is built first, in a subprocess, and timed apart: it is
     a one-off per (pool, embedder) that every later run reuses, not a per-run cost (a share including it is
     printed too). Query embeddings are not prebuilt. "Waiting for the LLM" is the union of the intervals in which llama.cpp is generating
-    (``Llama.create_chat_completion``, timed inside the provider's lock). Everything else in the wall
+    (the model worker's ``create_chat_completion``, timed inside the provider's lock). Everything else in the wall
     time of ``evaluate()`` counts as harness: retrieval and its sandbox executions, the Chroma store,
     importing LiteLLM, LiteLLM and LLMClient around each call, thread hand-offs, the sandbox runs of
     generated code, caches, records and the summary. Generations within a chunk are issued concurrently
     but the local provider serialises them on one lock, so a per-call wall time would count the queueing
     several times over; the union of generation intervals does not. The model is loaded before the clock starts (its load time is printed: it is
     the model's cost, not the harness's). Target: ``harness_share <= 0.10``.
-(b) ``local_vs_raw_tokens_per_s``: the same prompts through raw llama-cpp-python and through LLMClient
-    (LiteLLM + the ``local`` provider), alternating per prompt, KV cache reset before every call, greedy
+(b) ``local_vs_raw_tokens_per_s``: the same prompts through raw llama-cpp-python in this process and
+    through LLMClient (LiteLLM + the ``local`` provider + its model worker process), alternating per prompt, KV cache reset before every call, greedy
     decoding so both produce the same tokens (the logic of ``bench/local_llm.py``). Target: ``>= 0.9``.
 
 Prints ``harness_share=<ratio>`` and ``local_vs_raw_tokens_per_s=<ratio>``; exit code 1 when a target is
@@ -221,20 +221,30 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def tokens_per_s_ratio(max_tokens: int, rounds: int) -> float:
+    from llama_cpp import Llama
     from local_llm import TASKS, messages  # bench/local_llm.py: same prompts, same method
 
     from agentbench.agent import LLMClient
-    from agentbench.agent.local import load_local_model
+    from agentbench.agent.local import DEFAULT_CTX, llama_threads, load_local_model
+    from agentbench.agent.weights import ensure_model
 
-    llama, lock = load_local_model(MODEL)
+    worker, _ = load_local_model(MODEL)  # the provider's model, in its worker process
+    threads = llama_threads()  # raw: the same weights and settings loaded in this process
+    llama = Llama(
+        model_path=str(ensure_model(MODEL)),
+        n_ctx=DEFAULT_CTX,
+        n_threads=threads,
+        n_threads_batch=threads,
+        seed=0,
+        verbose=False,
+    )
     client = LLMClient(MODEL, max_tokens=max_tokens, cache=False, concurrency=1)
     loop = asyncio.new_event_loop()
 
     def raw(task: str) -> int:
-        with lock:
-            out = llama.create_chat_completion(
-                messages=messages(task), temperature=0.0, max_tokens=max_tokens, seed=0
-            )
+        out = llama.create_chat_completion(
+            messages=messages(task), temperature=0.0, max_tokens=max_tokens, seed=0
+        )
         return int(out["usage"]["completion_tokens"])
 
     def via_client(task: str) -> int:
@@ -253,10 +263,12 @@ def tokens_per_s_ratio(max_tokens: int, rounds: int) -> float:
             i += 1
             for name in order:
                 llama.reset()  # no prompt-prefix reuse for either side
+                worker.reset()
                 t0 = time.perf_counter()
                 totals[name][0] += paths[name](task)
                 totals[name][1] += time.perf_counter() - t0
     close_loop(loop)
+    llama.close()
     rate = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
     for name, (tokens, seconds) in totals.items():
         print(f"{name:<7} {tokens:>5} tokens {seconds:>7.1f} s {rate[name]:>7.2f} tok/s")

@@ -86,6 +86,19 @@ def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]
     return fatal, transient
 
 
+def _provider_fatal(exc: BaseException) -> ModelError | None:
+    """A :class:`ModelError` a provider of ours raised (LiteLLM wraps it, e.g. in APIConnectionError,
+    which would otherwise be retried and recorded per query): it dooms every request, so it is raised."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ModelError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _describe(exc: BaseException) -> str:
     message = " ".join(str(exc).split()) or repr(exc)
     return redact(f"{type(exc).__name__}: {message}")[:500]
@@ -228,21 +241,29 @@ class LLMClient:
                     drop_params=True,
                     **kwargs,
                 )
-            except fatal as exc:
-                raise ModelError(f"{self.model}: {_describe(exc)}") from exc
-            except transient as exc:
-                if attempt > self.max_retries:
-                    return self._error(exc, attempt, started)
-                self.stats.retries += 1
-                delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                continue
-            except (litellm.BadRequestError, litellm.APIError, litellm.UnprocessableEntityError) as exc:
-                if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
-                    raise ModelError(
-                        f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
-                    ) from exc
-                return self._error(exc, attempt, started)  # e.g. context window exceeded, content filtered
+            except Exception as exc:
+                if (ours := _provider_fatal(exc)) is not None:  # e.g. the local model's process died
+                    raise ours from None
+                if isinstance(exc, fatal):
+                    raise ModelError(f"{self.model}: {_describe(exc)}") from exc
+                if isinstance(exc, transient):
+                    if attempt > self.max_retries:
+                        return self._error(exc, attempt, started)
+                    self.stats.retries += 1
+                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                    continue
+                if isinstance(
+                    exc, litellm.BadRequestError | litellm.APIError | litellm.UnprocessableEntityError
+                ):
+                    if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
+                        raise ModelError(
+                            f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
+                        ) from exc
+                    return self._error(
+                        exc, attempt, started
+                    )  # e.g. context window exceeded, content filtered
+                raise
             return self._result(litellm, response, attempt, started)
 
     def _error(self, exc: BaseException, attempts: int, started: float) -> LLMResult:

@@ -1,9 +1,13 @@
-"""``local/...`` models: a LiteLLM custom provider running llama-cpp-python in-process.
+"""``local/...`` models: a LiteLLM custom provider running llama-cpp-python in a child process.
 
-Each model is loaded once per process and reused; calls go through ``Llama.create_chat_completion``
-so the GGUF's own chat template formats the messages. llama.cpp contexts are not thread-safe, so every
-generation holds the model's lock; ``acompletion`` runs the blocking call in a daemon worker thread. Sampling
-is deterministic by default (temperature 0 → greedy, fixed seed).
+Each model is loaded once per process into its own worker (:mod:`.local_worker`) and reused; calls go
+through ``Llama.create_chat_completion`` so the GGUF's own chat template formats the messages. The
+worker is a separate process because llama.cpp is native code: a build for another CPU dies of SIGILL,
+a memory-hungry context is killed by the OOM killer, and either would otherwise end the whole run
+without a word. Here such a death becomes :class:`LocalModelDied`, one line naming the model, the
+signal and the fix. Generations are serialised on the model's lock; ``acompletion`` runs the blocking
+call in a daemon worker thread. Sampling is deterministic by default (temperature 0 → greedy, fixed
+seed).
 
 Tuning through the environment: ``AGENTBENCH_LLAMA_THREADS`` (default: usable CPU cores),
 ``AGENTBENCH_LLAMA_CTX`` (context window, default 4096) and ``OMP_WAIT_POLICY`` (default ``PASSIVE``:
@@ -14,7 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -23,16 +33,48 @@ from litellm import CustomLLM
 from litellm.exceptions import ContextWindowExceededError
 from litellm.types.utils import ModelResponse, Usage
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from .weights import ensure_model, local_model_spec
 
-__all__ = ["LocalLLM", "load_local_model", "llama_threads"]
+__all__ = [
+    "PORTABLE_CMAKE_ARGS",
+    "LocalLLM",
+    "LocalModelDied",
+    "LocalModelProcess",
+    "load_local_model",
+    "llama_threads",
+    "rebuild_command",
+]
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CTX = 4096
 
+PORTABLE_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+)
+"""llama.cpp build flags that run on every x86-64 CPU with AVX2, whatever else the build host has
+(GGML_NATIVE would compile for the build host, AVX-512 and AMX included). arm64 builds ignore them."""
+
 _load_lock = threading.Lock()
 _models: dict[str, tuple[Any, threading.Lock]] = {}
+
+
+class LocalModelDied(ModelError):
+    """The local model's process ended while in use: fatal for the run, never a per-query error."""
+
+
+def rebuild_command() -> str:
+    """The command that replaces the installed llama-cpp-python with a portable build of the same version."""
+    import importlib.metadata as md
+
+    try:
+        requirement = f"llama-cpp-python=={md.version('llama-cpp-python')}"
+    except md.PackageNotFoundError:
+        requirement = "llama-cpp-python"
+    return (
+        f"CMAKE_ARGS='{PORTABLE_CMAKE_ARGS}' {sys.executable} -m pip install --no-cache-dir "
+        f"--force-reinstall --no-deps {requirement}"
+    )
 
 
 def llama_threads() -> int:
@@ -46,47 +88,167 @@ def llama_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class LocalModelProcess:
+    """A loaded GGUF model in a worker process, with ``Llama``'s ``create_chat_completion``/``reset``."""
+
+    def __init__(self, name: str, model_path: str, *, n_ctx: int, n_threads: int) -> None:
+        self.name = name
+        self.death_reported = False
+        """Whether the worker's death was raised to a caller: until then every use raises it."""
+        self._lock = threading.Lock()
+        self._stderr = tempfile.TemporaryFile()
+        spec = {"model_path": model_path, "n_ctx": n_ctx, "n_threads": n_threads}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agentbench.agent.local_worker", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            encoding="utf-8",
+        )
+        ready = self._receive()
+        if not ready.get("ok"):
+            self.close()
+            raise ModelError(f"cannot load local/{name}: {ready.get('error')}: {ready.get('message')}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def create_chat_completion(self, messages: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
+        reply = self._call({"messages": messages, "params": params})
+        if not reply.get("ok"):
+            message = str(reply.get("message", ""))
+            if reply.get("error") == "ValueError":  # e.g. "Requested tokens (...) exceed context window"
+                raise ValueError(message)
+            raise RuntimeError(f"{reply.get('error')}: {message}")
+        return reply["result"]
+
+    def reset(self) -> None:
+        """Forget the KV cache (no prompt-prefix reuse in the next call)."""
+        self._call({"op": "reset"})
+
+    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                raise self._died() from None
+            return self._receive()
+
+    def _receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise self._died()
+        return json.loads(line)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _died(self) -> LocalModelDied:
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # output closed but still running: treat as hung
+            self.process.kill()
+            code = self.process.wait()
+        self.death_reported = True
+        return LocalModelDied(death_message(f"local/{self.name}", code, self._stderr_tail()))
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - 4096))
+            lines = self._stderr.read().decode("utf-8", "replace").splitlines()
+        except (OSError, ValueError):
+            return ""
+        last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+        return last[:200]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End the worker: close its input (it exits when idle), kill it if it does not."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._stderr.close()
+
+
+def death_message(model: str, returncode: int, stderr_tail: str = "") -> str:
+    """One line: which model died, of what, and what to do about it."""
+    said = f" (it printed: {stderr_tail})" if stderr_tail else ""
+    if returncode >= 0:
+        return (
+            f"{model} exited unexpectedly with code {returncode}{said}; if this repeats, rebuild "
+            f"llama-cpp-python portably: {rebuild_command()}"
+        )
+    try:
+        sig = signal.Signals(-returncode).name
+    except ValueError:
+        sig = f"signal {-returncode}"
+    if sig == "SIGKILL":
+        return (
+            f"{model} was killed by SIGKILL, most likely by the kernel's out-of-memory killer{said}: free "
+            "memory, lower AGENTBENCH_LLAMA_CTX or use local/qwen2.5-coder-0.5b"
+        )
+    if sig == "SIGILL":
+        return (
+            f"{model} died of SIGILL (illegal instruction): llama-cpp-python was compiled for CPU "
+            f"features this machine cannot execute; rebuild it portably: {rebuild_command()}"
+        )
+    return (
+        f"{model} died of {sig} inside llama-cpp-python{said}; rebuild it portably and retry: "
+        f"{rebuild_command()}"
+    )
+
+
 def load_local_model(name: str) -> tuple[Any, threading.Lock]:
-    """The process-wide ``(Llama, lock)`` for local model ``name``, loading it on first use."""
+    """The process-wide ``(model, lock)`` for local model ``name``, starting its worker on first use."""
     spec = local_model_spec(name)
     with _load_lock:
         if spec.name in _models:
-            return _models[spec.name]
+            model, lock = _models[spec.name]
+            if not isinstance(model, LocalModelProcess) or model.alive:
+                return model, lock
+            if not model.death_reported:  # it died while idle: that is still news for the caller
+                raise model._died()
+            # its death was reported; whoever asks again gets a new worker
         path = ensure_model(spec.name)
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                f"llama-cpp-python is not installed, needed by local/{spec.name}: pip install 'agentbench[{spec.extra}]'"
+            )
         # llama.cpp's OpenMP workers spin while waiting; next to other busy processes (the sandbox, a
         # shared CI box) spinning threads starve each other and throughput drops several-fold
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise ConfigError(
-                f"llama-cpp-python is not installed, needed by local/{spec.name}: pip install 'agentbench[{spec.extra}]'"
-            ) from exc
-        threads = llama_threads()
-        llama = Llama(
-            model_path=str(path),
+        model = LocalModelProcess(
+            spec.name,
+            str(path),
             n_ctx=int(os.environ.get("AGENTBENCH_LLAMA_CTX", DEFAULT_CTX)),
-            n_threads=threads,
-            n_threads_batch=threads,
-            seed=0,
-            verbose=False,
+            n_threads=llama_threads(),
         )
         if not _models:
             atexit.register(_free_models)
-        _models[spec.name] = (llama, threading.Lock())
+        _models[spec.name] = (model, threading.Lock())
         return _models[spec.name]
 
 
 def _free_models() -> None:
-    """Free the models at exit, while llama_cpp is intact: left to ``Llama.__del__`` during interpreter
-    teardown, freeing fails with "Exception ignored ... 'NoneType' object is not callable". A model still
-    generating in a daemon thread (an interrupted run) is left alone: freeing it under the thread crashes."""
-    for llama, lock in list(_models.values()):
-        if lock.acquire(blocking=False):
-            try:
-                llama.close()
-            finally:
-                lock.release()
+    """End the workers at exit. One still generating for a daemon thread (an interrupted run) is
+    killed rather than waited for."""
+    for model, lock in list(_models.values()):
+        if isinstance(model, LocalModelProcess):
+            model.close(timeout=10.0 if lock.acquire(blocking=False) else 0.0)
 
 
 def _sampling(optional_params: dict) -> dict[str, Any]:

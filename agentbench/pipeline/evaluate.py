@@ -21,7 +21,7 @@ from pathlib import Path
 from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
 from ..agent.plugin import PluginAgent, plugin_agent
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from ..execution import Executor, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
 from ..pools import Pool, Query, load_pool
@@ -137,13 +137,14 @@ def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
 def _reappears(meta: DistractorMeta | None, distractor_code: str, code: str) -> bool | None:
     """Does the distractor's edit show up in the generation: its mutated line, or (for a removed guard)
     a copy of the distractor that lacks the guard?"""
-    if meta is None or not code:
+    if meta is None or not code or not meta.has_line:
         return None
     lines = {line.strip() for line in code.splitlines() if line.strip()}
     if meta.bug_type == "remove_edge_case_check" or not meta.line_after:
         body = {line.strip() for line in distractor_code.splitlines() if line.strip()}
         copied = len(body & lines) >= len(body) / 2
-        return copied and meta.line_before.splitlines()[0].strip() not in lines
+        removed = meta.line_before.splitlines()[:1]
+        return copied and not (removed and removed[0].strip() in lines)
     return meta.line_after.strip() in lines and meta.line_before.strip() not in lines
 
 
@@ -432,6 +433,11 @@ def evaluate(
                     done[rec.key] = rec
                     if bar:
                         bar.record(rec)
+        except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
+            raise type(exc)(
+                f"{exc}; the {len(done)} record(s) finished so far are kept in {run_dir}: fix this, then "
+                f"continue with --resume --run-dir {run_dir}"
+            ) from exc
         finally:
             if bar:
                 bar.__exit__(None, None, None)

@@ -86,14 +86,6 @@ CASES: list[tuple[str, Mutator, str, str]] = [
     ),
     ("missing_corpus_file", lambda r: r.pop("corpus.jsonl"), "corpus.jsonl", "required file is missing"),
     (
-        "bad_cache_outcome",
-        lambda r: r.update(
-            {"execution_cache.jsonl": [{"code_sha256": "a", "tests_sha256": "b", "results": ["ok"]}]}
-        ),
-        "execution_cache.jsonl",
-        "unknown outcome 'ok'",
-    ),
-    (
         "meta_unknown_query",
         lambda r: r.update(
             {

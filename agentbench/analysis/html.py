@@ -428,7 +428,7 @@ def _code(
 def _distractor_marks(code: str, meta: DistractorMeta) -> tuple[set[int], dict[int, list[str]], str]:
     """Where the mutation is in a distractor's code: highlighted lines, or the removed lines' position."""
     lines = code.splitlines()
-    at = max(meta.line_number - 1, 0)
+    at = max((meta.line_number or 1) - 1, 0)
     if not meta.line_after.strip():
         note = f"{meta.bug_type}: these lines were removed"
         return set(), {min(at, len(lines)): meta.line_before.splitlines()}, note

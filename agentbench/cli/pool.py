@@ -21,6 +21,7 @@ from ..pools import (
     resolve_pool_path,
     scan_pool,
     structural_problems,
+    structural_warnings,
     write_pool,
 )
 from ..progress import progress_bar
@@ -104,6 +105,8 @@ def validate(
     path = resolve_pool_path(pool)
     scan = scan_pool(path)
     problems = scan.problems + structural_problems(scan)
+    for w in structural_warnings(scan):
+        typer.echo(f"{path}/{w.file}{f':{w.line}' if w.line else ''}: warning: {w.message}", err=True)
     if not problems and execute:
         with make_executor(sandbox, workers) as executor:
             problems = execution_problems(scan.pool, _runner(executor, "verifying"))

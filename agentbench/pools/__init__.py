@@ -5,7 +5,7 @@ from .io import CORE_POOL_DIR, Problem, load_pool, resolve_pool_path, scan_pool,
 from .models import BUG_TYPES, DOMAINS, DistractorMeta, ExecCacheRow, Pool, Query, Snippet
 from .mutate import Mutant, find_mutants
 from .stats import pool_stats
-from .validate import execution_problems, structural_problems
+from .validate import execution_problems, structural_problems, structural_warnings
 
 __all__ = [
     "BUG_TYPES",
@@ -29,5 +29,6 @@ __all__ = [
     "resolve_pool_path",
     "scan_pool",
     "structural_problems",
+    "structural_warnings",
     "write_pool",
 ]

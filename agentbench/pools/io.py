@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import PoolError
+from .diff import edit_between
 from .models import DistractorMeta, ExecCacheRow, Pool, Query, Snippet
 
 __all__ = [
@@ -55,11 +56,13 @@ class Problem:
 
 @dataclass
 class ScanResult:
-    """A pool as far as it could be read, with the location of every record and every problem found."""
+    """A pool as far as it could be read, with the location of every record and every problem found.
+    ``warnings`` are things a reader should know (fields derived or missing) that do not stop a load."""
 
     pool: Pool
     problems: list[Problem] = field(default_factory=list)
     locations: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, id) -> line
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def _describe(err: ValidationError) -> str:
@@ -130,7 +133,35 @@ def scan_pool(path: Path) -> ScanResult:
         distractors=loaded["distractor_metadata.jsonl"],
         exec_cache=loaded["execution_cache.jsonl"],
     )
-    return ScanResult(pool, problems, locations)
+    scan = ScanResult(pool, problems, locations)
+    _derive_edits(scan)
+    return scan
+
+
+def _derive_edits(scan: ScanResult) -> None:
+    """Fill in the mutated line of metadata rows that lack it (the released format has only ids and
+    the bug type) from the diff against the canonical, and say so once."""
+    snippets = {s.corpus_id: s for s in scan.pool.corpus}
+    derived: list[str] = []
+    for d in scan.pool.distractors:
+        if d.has_line:
+            continue
+        mutant, canonical = snippets.get(d.corpus_id), snippets.get(d.canonical_corpus_id)
+        if mutant is None or canonical is None:  # a reference problem, reported by the structural checks
+            continue
+        d.line_number, d.line_before, d.line_after = edit_between(canonical.code, mutant.code)
+        derived.append(d.corpus_id)
+    if derived:
+        name = "distractor_metadata.jsonl"
+        first = scan.locations.get((name, derived[0]))
+        scan.warnings.append(
+            Problem(
+                name,
+                first,
+                f"{len(derived)} row(s) without line_number/line_before/line_after (first: {derived[0]}): "
+                "derived from the diff against the canonical",
+            )
+        )
 
 
 def resolve_pool_path(spec: str | os.PathLike[str]) -> Path:

@@ -1,9 +1,11 @@
 """Records of the ExecRetrieval pool format. Unknown fields are kept (``extra="allow"``) so a pool
-round-trips without losing anything a newer release adds."""
+round-trips without losing anything a newer release adds, and only what the harness cannot work without
+is required: the released ``distractor_metadata.jsonl`` rows carry just ``corpus_id``, ``query_id``,
+``bug_type`` and ``canonical_corpus_id`` (the mutated line is then derived when the pool is read)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -42,12 +44,15 @@ class Query(_Record):
     test_suite: list[str]
     correct_corpus_ids: list[str]
     paired_distractor_corpus_ids: list[str] = Field(default_factory=list)
-    entry_id: str = ""
-    metadata: dict = Field(default_factory=dict)
+    entry_id: Any = ""
+    metadata: Any = Field(default_factory=dict)
+    """Generator provenance; agentbench reads ``domain`` and ``function_name`` from it when present."""
 
     @property
     def domain(self) -> str:
-        return str(self.metadata.get("domain", "unknown"))
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        found = meta.get("domain") or (self.model_extra or {}).get("domain")
+        return str(found) if found else "unknown"
 
 
 class Snippet(_Record):
@@ -55,7 +60,7 @@ class Snippet(_Record):
     code: str
     label: Literal["correct", "incorrect"]
     bug_type: str | None = None
-    source_entry_id: str = ""
+    source_entry_id: Any = ""
 
 
 class DistractorMeta(_Record):
@@ -63,16 +68,25 @@ class DistractorMeta(_Record):
     query_id: str
     canonical_corpus_id: str
     bug_type: str
-    line_number: int
-    line_before: str
-    line_after: str
+    line_number: int | None = None
+    """1-based line of the edit in the canonical; ``None`` when unknown."""
+    line_before: str = ""
+    line_after: str = ""
+    """``""`` when the edit removed the line(s)."""
     failing_tests: list[int] = Field(default_factory=list)
+
+    @property
+    def has_line(self) -> bool:
+        return self.line_number is not None and bool(self.line_before or self.line_after)
 
 
 class ExecCacheRow(_Record):
-    code_sha256: str
-    tests_sha256: str
-    results: list[str]
+    """Per-assert outcomes of one snippet on one test suite. Informational: agentbench keeps its own
+    cache, so rows of another shape are preserved and only warned about."""
+
+    code_sha256: str = ""
+    tests_sha256: str = ""
+    results: list[str] = Field(default_factory=list)
 
 
 class Pool(BaseModel):

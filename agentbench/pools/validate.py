@@ -11,9 +11,10 @@ from ..execution import ExecResult, Executor, Job
 from .io import Problem, ScanResult
 from .models import Pool
 
-__all__ = ["structural_problems", "execution_problems"]
+__all__ = ["structural_problems", "structural_warnings", "execution_problems"]
 
-_OUTCOME = re.compile(r"^(pass|FAIL(:.*)?|TIMEOUT|ERROR(:.*)?)$", re.S)
+# pass, FAIL, FAIL:<message>, TIMEOUT, ERROR:<name>, in any case, with any message after the word
+_OUTCOME = re.compile(r"^(pass|fail|timeout|error)\b", re.I)
 Q, C, D, X = "queries.jsonl", "corpus.jsonl", "distractor_metadata.jsonl", "execution_cache.jsonl"
 
 
@@ -94,13 +95,37 @@ def structural_problems(scan: ScanResult) -> list[Problem]:
                 out.append(Problem(D, line, f"references unknown corpus_id {ref!r}"))
         if d.query_id not in query_ids:
             out.append(Problem(D, line, f"references unknown query_id {d.query_id!r}"))
-    for row in pool.exec_cache:
-        bad = [r for r in row.results if not _OUTCOME.match(r)]
-        if bad:
-            line = at(X, row.code_sha256)
-            out.append(
-                Problem(X, line, f"unknown outcome {bad[0]!r}; use pass, FAIL, TIMEOUT or ERROR:<Name>")
+    return out
+
+
+def structural_warnings(scan: ScanResult) -> list[Problem]:
+    """What a reader should know but that does not stop a load: the execution cache is informational
+    (agentbench runs and caches executions itself), so rows it cannot read are kept and only noted."""
+    out = list(scan.warnings)
+    odd = [
+        (i, row)
+        for i, row in enumerate(scan.pool.exec_cache, start=1)
+        if not (row.code_sha256 and row.tests_sha256 and row.results)
+    ]
+    if odd:
+        out.append(
+            Problem(
+                X,
+                None,
+                f"{len(odd)} row(s) without code_sha256/tests_sha256/results (first: row {odd[0][0]}); "
+                "kept as they are, not used",
             )
+        )
+    unknown = [r for row in scan.pool.exec_cache for r in row.results if not _OUTCOME.match(r)]
+    if unknown:
+        out.append(
+            Problem(
+                X,
+                None,
+                f"{len(unknown)} outcome(s) other than pass, FAIL[:msg], TIMEOUT or ERROR[:msg] "
+                f"(first: {unknown[0][:40]!r}); kept as they are",
+            )
+        )
     return out
 
 

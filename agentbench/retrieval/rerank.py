@@ -268,7 +268,7 @@ _BUILTINS = frozenset(dir(builtins))
 def entry_function(query: Query, visible: Sequence[str]) -> str | None:
     """The function the asserts call: the pool's ``function_name`` metadata, else the non-builtin name
     called in most visible asserts (first seen wins a tie)."""
-    named = query.metadata.get("function_name")
+    named = query.metadata.get("function_name") if isinstance(query.metadata, dict) else None
     if isinstance(named, str) and named.isidentifier():
         return named
     counts: Counter[str] = Counter()

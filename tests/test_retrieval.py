@@ -279,6 +279,23 @@ def test_cli_unknown_embedder_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "unknown embedder 'word2vec'" in line and "bm25" in line
 
 
+@pytest.mark.parametrize("ref", ["/no/such/model", "./relative/missing", "bad name!!", "a/b/c"])
+def test_cli_st_model_that_is_neither_a_directory_nor_a_hub_name_is_one_line_exit_2(
+    tmp_path: Path, ref: str
+) -> None:
+    line = _one_line_error(
+        cli("retrieve", "--pool", "core", "--embedder", f"st:{ref}", "--out", str(tmp_path))
+    )
+    assert f"{ref!r}" in line and "no such directory" in line
+
+
+def test_cli_st_model_not_cached_offline_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = cli(
+        "retrieve", "--pool", "core", "--embedder", "st:nobody/no-such-model-xyz", env={"HF_HUB_OFFLINE": "1"}
+    )
+    assert "HF_HUB_OFFLINE" in _one_line_error(proc)
+
+
 def test_cli_missing_api_key_fails_before_any_work(tmp_path: Path) -> None:
     env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / "cache")}
     args = ["retrieve", "--pool", str(tmp_path / "absent"), "--embedder", "litellm:text-embedding-3-small"]

@@ -168,17 +168,32 @@ class SentenceTransformerEmbedder(DenseEmbedder):
         return str(path.resolve()) if path.exists() else self.model_ref
 
     def check(self) -> None:
+        """A missing directory, a malformed hub name or (offline) a model absent from the local cache
+        fails here, in one line, before any work."""
         prepare_environment()
-        if Path(self.model_ref).expanduser().exists():
+        ref = self.model_ref
+        if Path(ref).expanduser().exists():
             return
         import os
 
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        looks_like_path = ref.startswith(("/", ".", "~"))
+        try:
+            validate_repo_id(ref)
+        except HFValidationError:
+            looks_like_path = True
+        if looks_like_path:
+            raise ConfigError(
+                f"sentence-transformers model {ref!r}: no such directory (and not a Hugging Face model "
+                "name such as sentence-transformers/all-MiniLM-L6-v2): pass an existing model directory"
+            )
         if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
             from huggingface_hub import try_to_load_from_cache
 
-            if not isinstance(try_to_load_from_cache(self.model_ref, "config.json"), str):
+            if not isinstance(try_to_load_from_cache(ref, "config.json"), str):
                 raise ConfigError(
-                    f"sentence-transformers model {self.model_ref!r} is neither a local directory nor in the "
+                    f"sentence-transformers model {ref!r} is neither a local directory nor in the "
                     "Hugging Face cache and HF_HUB_OFFLINE=1: pass a local path, or set HF_HUB_OFFLINE=0 to "
                     "download it"
                 )

@@ -68,20 +68,21 @@ class LLMResult(BaseModel):
 
 
 def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]]:
+    errors = litellm.exceptions  # every release defines them here; not all re-export them at the top
     fatal = (
-        litellm.AuthenticationError,
-        litellm.PermissionDeniedError,
-        litellm.NotFoundError,
-        litellm.UnsupportedParamsError,
-        litellm.BudgetExceededError,
+        errors.AuthenticationError,
+        errors.PermissionDeniedError,
+        errors.NotFoundError,
+        errors.UnsupportedParamsError,
+        errors.BudgetExceededError,
     )
     transient = (
-        litellm.RateLimitError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
+        errors.RateLimitError,
+        errors.Timeout,
+        errors.APIConnectionError,
+        errors.InternalServerError,
+        errors.ServiceUnavailableError,
+        errors.BadGatewayError,
     )
     return fatal, transient
 
@@ -254,7 +255,10 @@ class LLMClient:
                     await asyncio.sleep(delay * (0.5 + random.random() / 2))
                     continue
                 if isinstance(
-                    exc, litellm.BadRequestError | litellm.APIError | litellm.UnprocessableEntityError
+                    exc,
+                    litellm.exceptions.BadRequestError
+                    | litellm.exceptions.APIError
+                    | litellm.exceptions.UnprocessableEntityError,
                 ):
                     if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
                         raise ModelError(

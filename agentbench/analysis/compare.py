@@ -6,7 +6,10 @@ source becomes per-query 0/1 outcomes per metric:
 
 - ``exec@k`` for each cutoff both sources have (a query scores 1 when any of its top k passes its tests);
 - ``<condition>.pass`` for each generation condition both runs have (records with ``llm_error`` or
-  ``infra_error`` are left out, so a query counts only when it was scored in both runs).
+  ``infra_error`` are left out, so a query counts only when it was scored in both runs);
+- ``retrieval_induced_failures`` and ``retrieval_rescues`` when both runs have closed_book and rag: 1 when
+  the query is one (closed_book passes, rag fails with a buggy top-1; closed_book fails, rag passes), so
+  a new embedder that induces fewer failures shows a negative difference (lower is better).
 
 For every metric, on the shared queries: the two rates and their difference (other minus baseline), the
 discordant pairs, an exact McNemar p-value (a two-sided binomial test of the discordant pairs at 1/2; 1.0
@@ -27,6 +30,7 @@ from scipy.stats import binomtest
 from ..errors import ConfigError
 from ..pipeline.config import RunConfig
 from ..pipeline.records import RecordLog, RunRecord
+from .attribution import query_outcomes, retrieval_indicators
 
 __all__ = [
     "RunData",
@@ -103,7 +107,7 @@ def _read_json(path: Path) -> dict:
 
 def load_run(path: str | Path) -> RunData:
     """Load a run directory; a run killed before its summary was written is summarised from its records."""
-    from .propagation import summarize
+    from .propagation import SUMMARY_VERSION, summarize
 
     run_dir = Path(path)
     if not run_dir.is_dir():
@@ -121,6 +125,13 @@ def load_run(path: str | Path) -> RunData:
     summary_file = run_dir / "summary.json"
     if summary_file.exists():
         summary = _read_json(summary_file)
+        if summary.get("schema_version", 0) < SUMMARY_VERSION and (records or retrieval):
+            # an older summary lacks newer sections (attribution): recompute it from the records, keeping
+            # the LLM call counts that only the original run knew
+            llm = summary.get("llm", {})
+            summary = summarize(
+                records, retrieval, {k: llm.get(k, 0) for k in ("calls", "cache_hits")}, config
+            )
     elif records or retrieval:
         summary = summarize(records, retrieval, {}, config)
     else:
@@ -174,6 +185,9 @@ def _run_source(run: RunData) -> Source:
         outcomes[f"{condition}.pass"] = {
             r.query_id: int(r.passed) for r in run.records if r.condition == condition and r.scored
         }
+    for name, by_query in retrieval_indicators(query_outcomes(run.records)).items():
+        if by_query:
+            outcomes[name] = by_query
     return Source(
         run.path.name or str(run.path),
         run.path,

@@ -6,11 +6,14 @@ Metric names (all values are rates in [0, 1]):
 - generation: ``<condition>.pass`` (``rag.pass``, ``oracle.pass``, ``closed_book.pass``, ``distractor.pass``,
   ``rag_reranked.pass`` with ``--rerank``);
 - propagation: ``bug_inheritance``, ``mutated_line``, ``repair``, ``retrieval_errors_became_failures``
-  (``_rate`` suffixes are accepted too).
+  (``_rate`` suffixes are accepted too);
+- attribution (paired per query, needs closed_book and rag in the run): ``retrieval_induced_failures``
+  (closed_book passes, rag fails with a buggy top-1) and ``retrieval_rescues``, as shares of the queries.
 
 ``--fail-under M=V`` is violated when M < V, ``--fail-over M=V`` when M > V, and ``--max-drop M=V`` when M
 got worse than in the baseline by more than V. Worse means lower, except for the metrics where lower is
-better (``bug_inheritance``, ``mutated_line``, ``retrieval_errors_became_failures``, ``exec_ndcg_gap@K``),
+better (``bug_inheritance``, ``mutated_line``, ``retrieval_errors_became_failures``,
+``retrieval_induced_failures``, ``exec_ndcg_gap@K``),
 whose rise counts.
 A metric with no value in the run (nothing was measured, e.g. every rag record hit an LLM error) violates
 its threshold: a gate that cannot be checked does not pass. Naming a metric the run did not compute (a
@@ -52,13 +55,16 @@ _PROPAGATION = {
     "repair": "repair_rate",
     "retrieval_errors_became_failures": "retrieval_errors_became_failures",
 }
-LOWER_IS_BETTER = frozenset({"bug_inheritance", "mutated_line", "retrieval_errors_became_failures"})
+_ATTRIBUTION = ("retrieval_induced_failures", "retrieval_rescues")
+LOWER_IS_BETTER = frozenset(
+    {"bug_inheritance", "mutated_line", "retrieval_errors_became_failures", "retrieval_induced_failures"}
+)
 _CONDITION = re.compile(r"^[a-z][a-z0-9_]*\.pass$")
 _RETRIEVAL = re.compile(r"^(?:(?:exec|precision|ndcg|exec_ndcg_gap)@[1-9][0-9]*|mrr)$")
 _FLAG = {"fail_under": "--fail-under", "fail_over": "--fail-over", "max_drop": "--max-drop"}
 _METRIC_FORMS = (
     "exec@K, precision@K, ndcg@K, mrr, <condition>.pass (e.g. "
-    f"{', '.join(c + '.pass' for c in CONDITIONS)}), {', '.join(_PROPAGATION)}"
+    f"{', '.join(c + '.pass' for c in CONDITIONS)}), {', '.join(_PROPAGATION)}, {', '.join(_ATTRIBUTION)}"
 )
 
 
@@ -103,7 +109,7 @@ def _canonical(metric: str) -> str:
         return m
     if m.endswith("_rate") and m[: -len("_rate")] in _PROPAGATION:
         m = m[: -len("_rate")]
-    if m in _PROPAGATION:
+    if m in _PROPAGATION or m in _ATTRIBUTION:
         return m
     raise ConfigError(f"unknown metric {metric!r}: use {_METRIC_FORMS}")
 
@@ -134,6 +140,11 @@ def check_available(thresholds: Sequence[Threshold], conditions: Iterable[str]) 
                 f"{_FLAG[t.kind]} {t.metric}: the condition is not part of this run (conditions: "
                 f"{', '.join(run)})"
             )
+        if t.metric in _ATTRIBUTION and not {"closed_book", "rag"} <= set(run):
+            raise ConfigError(
+                f"{_FLAG[t.kind]} {t.metric}: needs the closed_book and rag conditions in the run (conditions: "
+                f"{', '.join(run)})"
+            )
 
 
 def metric_value(summary: dict, metric: str) -> float | None:
@@ -154,6 +165,16 @@ def metric_value(summary: dict, metric: str) -> float | None:
                 f"(it has {', '.join(conditions) or 'none'})"
             )
         return conditions[condition].get("pass_rate")
+    if metric in _ATTRIBUTION:
+        if "attribution" not in summary:
+            raise ConfigError(
+                f"{metric}: the summary has no attribution section (written by an older agentbench)"
+            )
+        found = summary["attribution"].get(metric, {})
+        reason = found.get("reason", "")
+        if reason.startswith("needs"):
+            raise ConfigError(f"{metric}: {reason}")
+        return found.get("rate")
     return summary.get("propagation", {}).get(_PROPAGATION[metric])
 
 

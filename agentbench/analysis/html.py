@@ -64,6 +64,11 @@ details.q > summary { cursor: pointer; } details.q[open] { background: #fcfcfd; 
 .cond { border-left: 3px solid var(--line); padding-left: 10px; margin: 10px 0; }
 .filters { display: flex; gap: 16px; align-items: center; margin: 8px 0; }
 .note { color: var(--muted); }
+.transitions td { vertical-align: top; max-width: 520px; }
+.chip { display: inline-block; border-radius: 3px; padding: 0 5px; margin: 1px; color: #fff; font-size: 12px;
+         text-decoration: none; font-family: ui-monospace, Menlo, Consolas, monospace; }
+.k-canonical { background: #2f9e44; } .k-own_distractor { background: #e03131; }
+.k-other_snippet { background: #f08c00; } .k-none { background: #868e96; }
 """
 
 _SCRIPT = """
@@ -84,6 +89,12 @@ _SCRIPT = """
   box.addEventListener("input", apply);
   only.addEventListener("change", apply);
   apply();
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1)), d = id && document.getElementById(id);
+    if (d && d.tagName === "DETAILS") { d.hidden = false; d.open = true; d.scrollIntoView(); }
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
 })();
 """
 
@@ -371,6 +382,60 @@ def _propagation_table(summary: dict, records: list[RunRecord]) -> str:
             ]
         )
     return _table(["", "value"], rows)
+
+
+_KIND_LABEL = {
+    "canonical": "its canonical",
+    "own_distractor": "one of its own distractors",
+    "other_snippet": "another query's snippet",
+    "none": "nothing",
+}
+
+
+def _attribution_section(summary: dict) -> str:
+    """The paired effects table and the closed_book → rag transition view, each query a link into the
+    per-query browser, coloured by what the rag top-1 was."""
+    from .report import attribution_rows
+
+    rows = attribution_rows(summary)
+    if not rows:
+        return '<p class="note">This summary predates per-query attribution; rerun `agentbench report`.</p>'
+    table = _table(["", "value"], [[e(a), e(b)] for a, b in rows])
+    per_query = summary.get("per_query", [])
+    cells: dict[tuple[bool, bool], list[str]] = defaultdict(list)
+    for row in per_query:
+        out = row.get("outcomes", {})
+        if out.get("closed_book") is None or out.get("rag") is None:
+            continue
+        kind = row.get("top1_kind") or "none"
+        qid = row["query_id"]
+        title = f"{qid}: rag top-1 was {_KIND_LABEL.get(kind, kind)}"
+        cells[(out["closed_book"], out["rag"])].append(
+            f'<a class="chip k-{e(kind)}" href="#{e("q-" + qid)}" title="{e(title)}">{e(qid)}</a>'
+        )
+    if not cells:
+        return table + '<p class="note">No query has both closed_book and rag scored.</p>'
+
+    def cell(cb: bool, rag: bool) -> str:
+        chips = cells.get((cb, rag), [])
+        return f"<b>{len(chips)}</b><br>" + "".join(chips)
+
+    grid = _table(
+        ["closed_book \\ rag", "rag passes", "rag fails"],
+        [
+            ["closed_book passes", cell(True, True), cell(True, False)],
+            ["closed_book fails", cell(False, True), cell(False, False)],
+        ],
+        numeric_from=99,
+    ).replace("<table>", '<table class="transitions">', 1)
+    legend = " ".join(f'<span class="chip k-{k}">{e(label)}</span>' for k, label in _KIND_LABEL.items())
+    return (
+        table
+        + "<h4>closed_book → rag, per query</h4>"
+        + f'<p class="note">Each query once, coloured by the rag top-1: {legend}. Red chips in '
+        '"closed_book passes, rag fails" are retrieval-induced failures; click a query to open it below.</p>'
+        + grid
+    )
 
 
 def _bug_table(summary: dict) -> str:
@@ -695,6 +760,8 @@ def render_html(run: RunData, pool: Pool | None = None) -> str:
 <h2>Propagation: how retrieval errors reach the generated code</h2>
 <div class="plots">{propagation_plots}</div>
 {_propagation_table(summary, run.records)}
+<h2 id="attribution">What retrieval did to this agent: paired per query</h2>
+{_attribution_section(summary)}
 <h2>By bug type</h2>
 {_bug_table(summary)}
 <h2>By domain</h2>

@@ -19,11 +19,13 @@ from collections import defaultdict
 
 from ..pipeline.config import RunConfig
 from ..pipeline.records import RunRecord
+from .attribution import attribution, query_outcomes
 from .stats import proportion, rate
 
 __all__ = ["summarize"]
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+"""2: adds ``attribution`` (paired per-query effects of retrieval) and ``per_query``."""
 
 
 def _by(records: list[RunRecord], key) -> dict[str, list[RunRecord]]:
@@ -100,6 +102,23 @@ def _rerank(retrieval: dict, conditions: dict) -> dict:
     }
 
 
+def _per_query(records: list[RunRecord]) -> list[dict]:
+    """Each query's outcome under every condition it has a record for (None: not scored, e.g. an LLM
+    error) and what its rag top-1 was."""
+    conditions: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        conditions[r.query_id].append(r.condition)
+    return [
+        {
+            "query_id": qid,
+            "top1_kind": q["top1_kind"],
+            "top1_passes": q["top1_passes"],
+            "outcomes": {c: q["outcomes"].get(c) for c in conditions[qid]},
+        }
+        for qid, q in query_outcomes(records).items()
+    ]
+
+
 def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config: RunConfig) -> dict:
     """The run's summary.json: retrieval-only and end-to-end numbers side by side."""
     scored = [r for r in records if r.scored]
@@ -136,6 +155,7 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
         },
         "conditions": conditions,
         "propagation": _propagation(scored),
+        "attribution": attribution(records, seed=config.seed),
         "side_by_side": {
             "retrieval_exec@1": metrics.get("exec@1"),
             "rag_pass_rate": conditions.get("rag", {}).get("pass_rate"),
@@ -158,6 +178,7 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
             "completion_tokens": sum(r.completion_tokens for r in records),
             "cost_usd": round(sum(r.cost_usd for r in records if not r.cached), 6),
         },
+        "per_query": _per_query(records),
         "timing": {
             "llm_seconds": round(sum(r.llm_seconds for r in records), 3),
             "exec_seconds": round(sum(r.exec_seconds for r in records), 3),

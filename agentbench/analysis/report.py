@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["write_report", "print_summary"]
+__all__ = ["write_report", "print_summary", "attribution_rows"]
 
 
 def _fmt(x) -> str:
@@ -67,6 +67,75 @@ def _propagation_rows(summary: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _signed(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.3f}"
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-"
+
+
+def _p(x: float | None) -> str:
+    return "-" if x is None else f"p={x:.3g}"
+
+
+def attribution_rows(summary: dict) -> list[tuple[str, str]]:
+    """Paired per-query effects of retrieval (summary["attribution"]); a reason where one cannot be had."""
+    a = summary.get("attribution")
+    if not a:
+        return []
+    rows = []
+    for key, label in (
+        (
+            "retrieval_induced_failures",
+            "retrieval-induced failures (closed_book pass, rag fail, buggy top-1)",
+        ),
+        ("retrieval_rescues", "retrieval rescues (closed_book fail, rag pass)"),
+    ):
+        c = a[key]
+        value = (
+            f"{c['count']}/{c['n']} = {c['rate']:.3f} {_ci(c)}, McNemar {_p(c['p_value'])}"
+            if c.get("n")
+            else c.get("reason", "-")
+        )
+        rows.append((label, value))
+    for key, label in (
+        ("net_effect_of_retrieval", "net effect of retrieval (rag − closed_book)"),
+        ("cost_of_buggy_context", "cost of a buggy context (distractor − closed_book)"),
+        ("value_of_right_context", "value of the right context (oracle − closed_book)"),
+    ):
+        d = a[key]
+        value = (
+            f"{_signed(d['difference'])} {_interval(d['ci95'])}, {_p(d['p_value'])} (n={d['n']})"
+            if d.get("n")
+            else d.get("reason", "-")
+        )
+        rows.append((label, value))
+    g = a["retrieval_share_of_oracle_gain"]
+    share = "-" if g.get("share") is None else f"{g['share']:.3f} {_ci(g)}"
+    rows.append(("share of the closed_book → oracle gain retrieval delivers", g.get("reason") or share))
+    dec = a["decomposition"]
+    if dec.get("n"):
+        terms = " + ".join(
+            f"{k} {v['share']:.2f}×{v['pass_rate']:.2f}" for k, v in dec["by_top1_kind"].items()
+        )
+        rows.append(("rag pass = Σ P(top-1 kind) × P(pass | kind)", f"{terms} = {dec['rag_pass_rate']:.3f}"))
+        cf = dec["counterfactual"]
+        if cf.get("n"):
+            rows.append(
+                (
+                    "rag pass if exec@1 were 1 (oracle where the top-1 is wrong)",
+                    f"{cf['rag_pass_rate_if_exec@1_were_1']:.3f}: ranking costs {cf['ranking_cost']:.3f}, "
+                    f"context use {cf['context_use_gap']:.3f} more to oracle {cf['oracle_pass_rate']:.3f}",
+                )
+            )
+        else:
+            rows.append(("rag pass if exec@1 were 1", cf.get("reason", "-")))
+    else:
+        rows.append(("rag pass by top-1 kind", dec.get("reason", "-")))
+    return rows
+
+
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(
@@ -81,6 +150,14 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     for row in _propagation_rows(summary):
         prop.add_row(*row)
     console.print(prop)
+    rows = attribution_rows(summary)
+    if rows:
+        attr = Table(
+            title="what retrieval did to this agent (paired per query, 95% bootstrap CI)", show_header=False
+        )
+        for row in rows:
+            attr.add_row(*row)
+        console.print(attr)
 
 
 def write_report(path: Path, summary: dict) -> None:
@@ -97,4 +174,11 @@ def write_report(path: Path, summary: dict) -> None:
         *(f"| {a} | {b} |" for a, b in _propagation_rows(summary)),
         "",
     ]
+    if rows := attribution_rows(summary):
+        lines += [
+            "| what retrieval did (paired per query, 95% bootstrap CI) | |",
+            "|---|---|",
+            *(f"| {a} | {b} |" for a, b in rows),
+            "",
+        ]
     path.write_text("\n".join(lines))

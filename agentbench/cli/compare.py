@@ -60,7 +60,8 @@ def compare(
             title=f"{other.name} compared with {loaded[0].name}",
             box=box.SIMPLE_HEAD,
             caption="on shared queries; diff = other - base; disc. = queries only the base / only the other gets "
-            "right; p = exact McNemar; CI = paired bootstrap (seeded)",
+            "right (for retrieval_induced_failures/_rescues: counts as one); p = exact McNemar; CI = paired "
+            "bootstrap (seeded); retrieval_induced_failures: lower is better",
         )
         for col in ("metric", "n", "base", "other", "diff", "95% CI", "disc.", "p"):
             table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)

@@ -149,3 +149,23 @@ def test_local_model_end_to_end(
     assert second.summary["llm"]["cache_hits"] == 4 * N_QUERIES
     assert [r.response for r in second.records] == [r.response for r in first.records]
     assert [r.results for r in second.records] == [r.results for r in first.records]
+    # the paired attribution agrees with the records of this real run
+    a = s["attribution"]
+    by = {(r.query_id, r.condition): r for r in first.records}
+    induced = sum(
+        by[(q, "closed_book")].passed and not by[(q, "rag")].passed and by[(q, "rag")].context_passes is False
+        for q in queries
+    )
+    assert (
+        a["retrieval_induced_failures"]["count"] == induced
+        and a["retrieval_induced_failures"]["n"] == N_QUERIES
+    )
+    dec = a["decomposition"]
+    assert dec["rag_pass_rate"] == s["conditions"]["rag"]["pass_rate"]
+    assert sum(k["contribution"] for k in dec["by_top1_kind"].values()) == pytest.approx(
+        dec["rag_pass_rate"], abs=1e-3
+    )
+    net = a["net_effect_of_retrieval"]
+    assert net["difference"] == pytest.approx(
+        s["conditions"]["rag"]["pass_rate"] - s["conditions"]["closed_book"]["pass_rate"], abs=1e-3
+    )

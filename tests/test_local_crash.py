@@ -20,9 +20,8 @@ import pytest
 from agentbench.agent import LLMClient
 from agentbench.agent.local import LocalModelDied, death_message, load_local_model
 from agentbench.pools import load_pool
-from agentbench.pools.io import write_pool
 
-from .conftest import ROOT
+from .conftest import ROOT, core_subset
 from .test_pipeline_local import MODEL, weights  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
@@ -91,19 +90,7 @@ def test_death_messages_name_the_signal_and_the_fix() -> None:
 
 @pytest.fixture
 def pool8(tmp_path: Path) -> Path:
-    core = load_pool("core")
-    queries = core.queries[:N_QUERIES]
-    keep = {cid for q in queries for cid in (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids)}
-    pool = core.model_copy(
-        update={
-            "queries": queries,
-            "corpus": [s for s in core.corpus if s.corpus_id in keep],
-            "distractors": [d for d in core.distractors if d.corpus_id in keep],
-            "exec_cache": [],
-        }
-    )
-    write_pool(pool, tmp_path / "pool8")
-    return tmp_path / "pool8"
+    return core_subset(N_QUERIES, tmp_path / "pool8")
 
 
 def test_run_killed_by_sigill_keeps_its_records_and_resumes(

@@ -20,7 +20,8 @@ from agentbench.agent.weights import cache_dir, ensure_model, local_model_spec
 from agentbench.errors import ConfigError
 from agentbench.pipeline import RunConfig, evaluate
 from agentbench.pools import load_pool
-from agentbench.pools.io import write_pool
+
+from .conftest import core_subset
 
 MODEL = "local/qwen2.5-coder-0.5b"
 N_QUERIES = 3
@@ -54,21 +55,7 @@ def weights() -> Path:
 
 @pytest.fixture
 def small_pool(tmp_path: Path) -> Path:
-    core = load_pool("core")
-    queries = core.queries[:N_QUERIES]
-    keep = {cid for q in queries for cid in (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids)}
-    qids = {q.query_id for q in queries}
-    pool = core.model_copy(
-        update={
-            "queries": queries,
-            "corpus": [s for s in core.corpus if s.corpus_id in keep],
-            "distractors": [d for d in core.distractors if d.query_id in qids and d.corpus_id in keep],
-            "exec_cache": [],
-        }
-    )
-    out = tmp_path / "pool"
-    write_pool(pool, out)
-    return out
+    return core_subset(N_QUERIES, tmp_path / "pool")
 
 
 def test_local_model_end_to_end(

@@ -79,38 +79,36 @@ def _p(x: float | None) -> str:
     return "-" if x is None else f"p={x:.3g}"
 
 
+def _count_cell(c: dict) -> str:
+    return f"{c['count']}/{c['n']} = {c['rate']:.3f} {_ci(c)}, McNemar {_p(c['p_value'])}"
+
+
+def _difference_cell(d: dict) -> str:
+    return f"{_signed(d['difference'])} {_interval(d['ci95'])}, {_p(d['p_value'])} (n={d['n']})"
+
+
+_ATTRIBUTION_ROWS = (
+    (
+        "retrieval_induced_failures",
+        "retrieval-induced failures (closed_book pass, rag fail, buggy top-1)",
+        _count_cell,
+    ),
+    ("retrieval_rescues", "retrieval rescues (closed_book fail, rag pass)", _count_cell),
+    ("net_effect_of_retrieval", "net effect of retrieval (rag − closed_book)", _difference_cell),
+    ("cost_of_buggy_context", "cost of a buggy context (distractor − closed_book)", _difference_cell),
+    ("value_of_right_context", "value of the right context (oracle − closed_book)", _difference_cell),
+)
+
+
 def attribution_rows(summary: dict) -> list[tuple[str, str]]:
     """Paired per-query effects of retrieval (summary["attribution"]); a reason where one cannot be had."""
     a = summary.get("attribution")
     if not a:
         return []
-    rows = []
-    for key, label in (
-        (
-            "retrieval_induced_failures",
-            "retrieval-induced failures (closed_book pass, rag fail, buggy top-1)",
-        ),
-        ("retrieval_rescues", "retrieval rescues (closed_book fail, rag pass)"),
-    ):
-        c = a[key]
-        value = (
-            f"{c['count']}/{c['n']} = {c['rate']:.3f} {_ci(c)}, McNemar {_p(c['p_value'])}"
-            if c.get("n")
-            else c.get("reason", "-")
-        )
-        rows.append((label, value))
-    for key, label in (
-        ("net_effect_of_retrieval", "net effect of retrieval (rag − closed_book)"),
-        ("cost_of_buggy_context", "cost of a buggy context (distractor − closed_book)"),
-        ("value_of_right_context", "value of the right context (oracle − closed_book)"),
-    ):
-        d = a[key]
-        value = (
-            f"{_signed(d['difference'])} {_interval(d['ci95'])}, {_p(d['p_value'])} (n={d['n']})"
-            if d.get("n")
-            else d.get("reason", "-")
-        )
-        rows.append((label, value))
+    rows = [
+        (label, fmt(a[key]) if a[key].get("n") else a[key].get("reason", "-"))
+        for key, label, fmt in _ATTRIBUTION_ROWS
+    ]
     g = a["retrieval_share_of_oracle_gain"]
     share = "-" if g.get("share") is None else f"{g['share']:.3f} {_ci(g)}"
     rows.append(("share of the closed_book → oracle gain retrieval delivers", g.get("reason") or share))

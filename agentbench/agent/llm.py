@@ -67,8 +67,10 @@ class LLMResult(BaseModel):
         return self.error is None
 
 
-def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]]:
-    errors = litellm.exceptions  # every release defines them here; not all re-export them at the top
+def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(fatal, transient, per-request) LiteLLM errors. Every release defines them in
+    ``litellm.exceptions``; not all re-export them at the top."""
+    errors = litellm.exceptions
     fatal = (
         errors.AuthenticationError,
         errors.PermissionDeniedError,
@@ -84,7 +86,8 @@ def _exception_classes(litellm: Any) -> tuple[tuple[type, ...], tuple[type, ...]
         errors.ServiceUnavailableError,
         errors.BadGatewayError,
     )
-    return fatal, transient
+    per_request = (errors.BadRequestError, errors.APIError, errors.UnprocessableEntityError)
+    return fatal, transient, per_request
 
 
 def _provider_fatal(exc: BaseException) -> ModelError | None:
@@ -223,7 +226,7 @@ class LLMClient:
         return result
 
     async def _call_with_retries(self, litellm: Any, messages: list[dict[str, Any]]) -> LLMResult:
-        fatal, transient = _exception_classes(litellm)
+        fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
         if self.api_base:
             kwargs["api_base"] = self.api_base
@@ -254,20 +257,13 @@ class LLMClient:
                     delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
                     await asyncio.sleep(delay * (0.5 + random.random() / 2))
                     continue
-                if isinstance(
-                    exc,
-                    litellm.exceptions.BadRequestError
-                    | litellm.exceptions.APIError
-                    | litellm.exceptions.UnprocessableEntityError,
-                ):
-                    if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
-                        raise ModelError(
-                            f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
-                        ) from exc
-                    return self._error(
-                        exc, attempt, started
-                    )  # e.g. context window exceeded, content filtered
-                raise
+                if not isinstance(exc, per_request):
+                    raise
+                if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
+                    raise ModelError(
+                        f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
+                    ) from exc
+                return self._error(exc, attempt, started)  # e.g. context window exceeded, content filtered
             return self._result(litellm, response, attempt, started)
 
     def _error(self, exc: BaseException, attempts: int, started: float) -> LLMResult:

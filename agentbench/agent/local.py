@@ -135,21 +135,22 @@ class LocalModelProcess:
                 self.process.stdin.write(json.dumps(request) + "\n")
                 self.process.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
-                raise self._died() from None
+                raise self.death() from None
             return self._receive()
 
     def _receive(self) -> dict[str, Any]:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:
-            raise self._died()
+            raise self.death()
         return json.loads(line)
 
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def _died(self) -> LocalModelDied:
+    def death(self) -> LocalModelDied:
+        """How the worker ended, as the error to raise (waits for it; marks the death reported)."""
         try:
             code = self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:  # output closed but still running: treat as hung
@@ -221,7 +222,7 @@ def load_local_model(name: str) -> tuple[Any, threading.Lock]:
             if not isinstance(model, LocalModelProcess) or model.alive:
                 return model, lock
             if not model.death_reported:  # it died while idle: that is still news for the caller
-                raise model._died()
+                raise model.death()
             # its death was reported; whoever asks again gets a new worker
         path = ensure_model(spec.name)
         if importlib.util.find_spec("llama_cpp") is None:

@@ -5,9 +5,9 @@ the OOM killer. In its own process such a death cannot take the run with it; the
 (:class:`agentbench.agent.local.LocalModelProcess`) sees the pipe close, reads the exit signal and
 reports it. ``SPEC`` is a JSON object: ``model_path``, ``n_ctx``, ``n_threads``.
 
-Protocol: one JSON object per line. The worker first answers ``{"ok": true, "ready": ...}`` (or an
-error), then for each request ``{"messages": [...], "params": {...}}`` (or ``{"op": "reset"}``) one reply
-``{"ok": true, "result": <chat completion>, "seconds": <generation time>}`` or
+Protocol: one JSON object per line. The worker first answers ``{"ok": true}`` (or an error), then
+for each request ``{"messages": [...], "params": {...}}`` (or ``{"op": "reset"}``) one reply
+``{"ok": true, "result": <chat completion>}`` or
 ``{"ok": false, "error": <exception class>, "message": ...}``. The worker exits on end of input.
 """
 
@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import time
 from typing import IO, Any
 
 
@@ -45,20 +44,19 @@ def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
     except Exception as exc:  # reported to the parent, which raises it there
         _reply(out, _error(exc))
         return 1
-    _reply(out, {"ok": True, "ready": True, "pid": os.getpid()})
+    _reply(out, {"ok": True})
     for line in requests:
         request = json.loads(line)
         if request.get("op") == "reset":
             llama.reset()
             _reply(out, {"ok": True})
             continue
-        started = time.perf_counter()
         try:
             result = llama.create_chat_completion(messages=request["messages"], **request["params"])
         except Exception as exc:
             _reply(out, _error(exc))
             continue
-        _reply(out, {"ok": True, "result": result, "seconds": time.perf_counter() - started})
+        _reply(out, {"ok": True, "result": result})
     llama.close()
     return 0
 

@@ -1,0 +1,49 @@
+"""Writing files so that a reader sees the old content or the new, never half of one.
+
+Every file agentbench writes whole (run directories, results files, pools, reports, markers) goes through
+:func:`atomic_write_text`: a temporary file in the same directory, then ``os.replace``. A crash or Ctrl-C
+mid-write leaves the previous file intact and no temporary behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_text", "atomic_write_json", "slug"]
+
+
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
+    """Replace ``path`` with ``text`` atomically; ``mode`` sets the file's permission bits."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | Path, data: Any, *, indent: int = 2) -> Path:
+    """``data`` as JSON (UTF-8, not ASCII-escaped, trailing newline), written atomically."""
+    return atomic_write_text(path, json.dumps(data, indent=indent, ensure_ascii=False) + "\n")
+
+
+def slug(text: str, max_len: int = 40) -> str:
+    """A file-name-safe form of a model or retriever name; a long one keeps its tail and a short hash,
+    so two long local paths that share a prefix still get different names."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("._-") or "x"
+    if len(base) > max_len:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        base = base[-(max_len - 9) :].strip("._-") + "-" + digest
+    return base

@@ -1,53 +1,33 @@
 """Execution cache: per-assert verdicts keyed by (sha256 of code, sha256 of tests, sandbox config).
 
-One SQLite file shared by pool building, retrieval metrics and runs, so a snippet/suite pair runs once per
-sandbox configuration. WAL mode and a busy timeout make it safe for several agentbench processes at once.
-Infrastructure errors are never stored: they say nothing about the code. Rows export to (and import from)
-ExecRetrieval's ``execution_cache.jsonl`` format: ``{"code_sha256", "tests_sha256", "results"}``.
+One store (``executions/`` under :func:`agentbench.cache.cache_dir`, see :mod:`agentbench.cache`) shared by
+pool building, retrieval metrics and runs, so a snippet/suite pair runs once per sandbox configuration.
+Several agentbench processes and threads may use it at once. Infrastructure errors are never stored: they
+say nothing about the code. Entries export to (and import from) ExecRetrieval's ``execution_cache.jsonl``
+format: ``{"code_sha256", "tests_sha256", "results"}``. The ``exec_cache.sqlite`` file of earlier releases
+is ignored (verdicts are recomputed once).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ..cache import EXECUTIONS, JSONCache, store_dir
+from ..cache import cache_dir as default_cache_dir
 from .base import OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 
 __all__ = ["ExecCache", "run_cached", "default_cache_dir", "default_cache_path", "job_config"]
 
 Key = tuple[str, str, str]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS exec_results (
-    code_sha256  TEXT NOT NULL,
-    tests_sha256 TEXT NOT NULL,
-    config       TEXT NOT NULL,
-    results      TEXT NOT NULL,
-    stdout       TEXT NOT NULL DEFAULT '',
-    stderr       TEXT NOT NULL DEFAULT '',
-    duration     REAL NOT NULL DEFAULT 0,
-    created      REAL NOT NULL,
-    PRIMARY KEY (code_sha256, tests_sha256, config)
-)
-"""
-
-
-def default_cache_dir() -> Path:
-    """``$AGENTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/agentbench``, else ``~/.cache/agentbench``."""
-    if os.environ.get("AGENTBENCH_CACHE_DIR"):
-        return Path(os.environ["AGENTBENCH_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "agentbench"
-
 
 def default_cache_path() -> Path:
-    return default_cache_dir() / "exec_cache.sqlite"
+    """The execution store's directory: ``<cache_dir>/executions``."""
+    return store_dir(EXECUTIONS)
 
 
 def job_config(executor_config: str, timeout: float) -> str:
@@ -56,77 +36,68 @@ def job_config(executor_config: str, timeout: float) -> str:
 
 
 class ExecCache:
-    """SQLite-backed verdict store; usable from several threads and processes."""
+    """Verdict store on :class:`agentbench.cache.JSONCache`; usable from several threads and processes.
+
+    ``path`` is the store's directory (default :func:`default_cache_path`).
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        self._store = JSONCache(self.path, label="execution")
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, ExecResult]:
         found: dict[Key, ExecResult] = {}
-        query = (
-            "SELECT results, stdout, stderr, duration FROM exec_results "
-            "WHERE code_sha256=? AND tests_sha256=? AND config=?"
-        )
-        with self._lock:
-            for key in keys:
-                row = self._db.execute(query, key).fetchone()
-                if row:
-                    found[key] = ExecResult(
-                        json.loads(row[0]), row[1], row[2], None, row[3], {"cached": True}
-                    )
+        for key, row in self._store.get_many(tuple(k) for k in keys).items():
+            found[key] = ExecResult(
+                list(row["results"]), row["stdout"], row["stderr"], None, row["duration"], {"cached": True}
+            )
         return found
 
     def put_many(self, items: Iterable[tuple[Key, ExecResult]]) -> int:
-        """Store results; infrastructure errors are skipped. Returns how many rows were written."""
+        """Store results in one transaction; infrastructure errors are skipped. Returns how many were written."""
+        now = time.time()
         rows = [
             (
-                *key,
-                json.dumps(r.results),
-                r.stdout[:OUTPUT_LIMIT],
-                r.stderr[:OUTPUT_LIMIT],
-                r.duration,
-                time.time(),
+                tuple(key),
+                {
+                    "results": list(r.results),
+                    "stdout": r.stdout[:OUTPUT_LIMIT],
+                    "stderr": r.stderr[:OUTPUT_LIMIT],
+                    "duration": r.duration,
+                    "created": now,
+                },
             )
             for key, r in items
             if r.infra_error is None
         ]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO exec_results VALUES (?,?,?,?,?,?,?,?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return len(rows)
+        return self._store.set_many(rows)
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM exec_results").fetchone()[0]
+        return len(self._store)
+
+    def _rows(self) -> Iterable[tuple[Key, dict]]:
+        for key, row in self._store.items():
+            if isinstance(key, tuple) and len(key) == 3:
+                yield key, row
 
     def configs(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._db.execute("SELECT config, COUNT(*) FROM exec_results GROUP BY config").fetchall()
-        return dict(rows)
+        counts: dict[str, int] = {}
+        for (_, _, config), _row in self._rows():
+            counts[config] = counts.get(config, 0) + 1
+        return counts
 
     def export_jsonl(self, path: str | Path, config: str | None = None) -> int:
         """Write ExecRetrieval ``execution_cache.jsonl`` rows (newest verdict per pair if configs differ)."""
-        sql = "SELECT code_sha256, tests_sha256, results FROM exec_results"
-        args: tuple[str, ...] = ()
-        if config is not None:
-            sql, args = sql + " WHERE config=?", (config,)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY created", args).fetchall()
-        latest = {(c, t): results for c, t, results in rows}
+        latest: dict[tuple[str, str], tuple[float, list[str]]] = {}
+        for (code_sha, tests_sha, cfg), row in self._rows():
+            if config is not None and cfg != config:
+                continue
+            seen = latest.get((code_sha, tests_sha))
+            if seen is None or row["created"] >= seen[0]:
+                latest[(code_sha, tests_sha)] = (row["created"], row["results"])
         with open(path, "w", encoding="utf-8") as out:
-            for (code_sha, tests_sha), results in sorted(latest.items()):
-                row = {"code_sha256": code_sha, "tests_sha256": tests_sha, "results": json.loads(results)}
+            for (code_sha, tests_sha), (_, results) in sorted(latest.items()):
+                row = {"code_sha256": code_sha, "tests_sha256": tests_sha, "results": results}
                 out.write(json.dumps(row) + "\n")
         return len(latest)
 
@@ -142,8 +113,7 @@ class ExecCache:
         return self.put_many(items)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()
 
     def __enter__(self) -> ExecCache:
         return self

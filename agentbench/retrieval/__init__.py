@@ -23,8 +23,9 @@ if TYPE_CHECKING:
         parse_embedder,
     )
     from .evaluate import evaluate_retrieval
+    from .hits import Hit, Searcher
     from .metrics import QueryRecord, Ranked, aggregate, confidence_intervals, diagnostics
-    from .search import Hit, Searcher, open_searcher
+    from .search import open_searcher
 
 _LAZY = {
     "EmbeddingCache": "embcache",
@@ -41,8 +42,8 @@ _LAZY = {
     "aggregate": "metrics",
     "confidence_intervals": "metrics",
     "diagnostics": "metrics",
-    "Hit": "search",
-    "Searcher": "search",
+    "Hit": "hits",
+    "Searcher": "hits",
     "open_searcher": "search",
 }
 

@@ -33,6 +33,7 @@ from ..errors import ConfigError, ModelError
 from ._defaults import DEFAULT_EMBEDDER, EMBEDDER_FORMS
 from ._env import prepare_environment
 from .embcache import EmbeddingCache
+from .tokens import TOKENIZER_VERSION
 
 __all__ = [
     "Embedder",
@@ -319,7 +320,7 @@ class LiteLLMEmbedder(DenseEmbedder):
 
 
 class BM25Embedder(Embedder):
-    """Sparse lexical scoring (bm25s) over code-aware tokens; see :mod:`.bm25` for the tokenizer."""
+    """Sparse lexical scoring (bm25s) over code-aware tokens; see :mod:`.tokens` for the tokenizer."""
 
     sparse = True
 
@@ -328,8 +329,6 @@ class BM25Embedder(Embedder):
         self.k1, self.b = k1, b
 
     def config_key(self) -> str:
-        from .bm25 import TOKENIZER_VERSION
-
         return f"bm25:bm25s-lucene|k1={self.k1:g}|b={self.b:g}|tokenizer={TOKENIZER_VERSION}"
 
 

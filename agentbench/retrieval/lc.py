@@ -1,6 +1,6 @@
 """LangChain adapters (imported only when asked for: langchain_core is slow to import).
 
-``SearcherRetriever`` wraps any :class:`~.search.Searcher`, so the agent sees exactly the ranking the
+``SearcherRetriever`` wraps any :class:`~.hits.Searcher`, so the agent sees exactly the ranking the
 retrieval metrics scored (exact scores, deterministic ties). ``LangChainEmbeddings`` lets a
 ``langchain_chroma.Chroma`` vector store embed queries with an agentbench embedder (and its cache).
 """

@@ -1,4 +1,4 @@
-"""A user's retriever as a :class:`~.search.Searcher` (``--retriever module:attr`` / ``retriever=``).
+"""A user's retriever as a :class:`~.hits.Searcher` (``--retriever module:attr`` / ``retriever=``).
 
 Accepted, checked in this order:
 
@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..plugins import accepts, describe, load_spec
 from ..pools.models import Pool
-from .search import Hit, Searcher, tie_key
+from .hits import Hit, Searcher, tie_key
 
 __all__ = ["CorpusDoc", "PluginSearcher", "check_retriever", "plugin_searcher"]
 

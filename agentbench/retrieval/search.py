@@ -1,120 +1,24 @@
-"""The one ranking interface every retrieval backend implements, and exact ranking helpers.
+"""Opening the searcher for a pool and an embedder: BM25 in memory, or a dense embedder's Chroma store.
 
-Why exact: pools are small and distractors differ from their canonical in one line, so their scores are
-close; approximate search or an unstable tie order would change exec@1. Every backend therefore ranks by the
-exact score (cosine for dense embedders, BM25 for the sparse one) and breaks exact ties by
-:func:`tie_key`, a hash of the corpus id. The hash is deterministic but independent of how ids were
-assigned: ordering ties by the id itself would systematically favour canonicals, which pool builders
-number before their distractors (BM25 often scores a canonical and its operator-swapped mutant equally).
+The ranking interface (:class:`Searcher`, :class:`Hit`) and the exact ranking helpers live in :mod:`.hits`
+and are re-exported here, so ``from agentbench.retrieval.search import Hit, Searcher, open_searcher`` keeps
+working.
 """
 
 from __future__ import annotations
 
-import hashlib
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..pools.models import Pool, Snippet
+from ..pools.models import Pool
 from .embedders import DenseEmbedder, Embedder
+from .hits import Hit, Searcher, cosine_scores, rank_exact, tie_key, tie_ranks_for
 
 if TYPE_CHECKING:
     from .embcache import EmbeddingCache
 
-__all__ = ["Hit", "Searcher", "tie_key", "cosine_scores", "rank_exact", "open_searcher"]
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved snippet. ``rank`` is 1-based; ``score`` is cosine similarity or the BM25 score."""
-
-    rank: int
-    corpus_id: str
-    score: float
-    code: str
-
-
-def tie_key(corpus_id: str) -> str:
-    """Secondary sort key for exactly equal scores (see the module docstring)."""
-    return hashlib.sha256(corpus_id.encode()).hexdigest()
-
-
-def cosine_scores(queries: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """Exact cosine similarity in float64, shape (n_queries, n_docs); zero vectors score 0."""
-    q = np.asarray(queries, dtype=np.float64)
-    d = np.asarray(docs, dtype=np.float64)
-    qn = np.linalg.norm(q, axis=1, keepdims=True)
-    dn = np.linalg.norm(d, axis=1, keepdims=True)
-    q = np.divide(q, qn, out=np.zeros_like(q), where=qn > 0)
-    d = np.divide(d, dn, out=np.zeros_like(d), where=dn > 0)
-    return q @ d.T
-
-
-def rank_exact(scores: np.ndarray, tie_ranks: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the top ``k`` scores, best first, exact ties ordered by ``tie_ranks`` (ascending)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    return np.lexsort((tie_ranks, -scores))[:k]
-
-
-def tie_ranks_for(ids: Sequence[str]) -> np.ndarray:
-    """Rank of each id under :func:`tie_key`, for :func:`rank_exact`."""
-    order = sorted(range(len(ids)), key=lambda i: tie_key(ids[i]))
-    ranks = np.empty(len(ids), dtype=np.int64)
-    ranks[order] = np.arange(len(ids))
-    return ranks
-
-
-class Searcher(ABC):
-    """Ranks a fixed corpus for free-text queries."""
-
-    def __init__(self, name: str, snippets: Sequence[Snippet]) -> None:
-        self.name = name
-        self.ids = [s.corpus_id for s in snippets]
-        self.codes = {s.corpus_id: s.code for s in snippets}
-        self.position = {cid: i for i, cid in enumerate(self.ids)}
-        self.tie_ranks = tie_ranks_for(self.ids)
-
-    @property
-    def n_docs(self) -> int:
-        return len(self.ids)
-
-    @abstractmethod
-    def score_all(self, queries: Sequence[str]) -> np.ndarray:
-        """Exact scores of every document, shape (n_queries, n_docs), columns in ``self.ids`` order."""
-
-    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        """Top ``k`` hits per query (fewer when the corpus is smaller)."""
-        return [self._hits(row, rank_exact(row, self.tie_ranks, k)) for row in self.score_all(queries)]
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
-
-    def _hits(self, scores: np.ndarray, positions: Sequence[int]) -> list[Hit]:
-        out = []
-        for rank, pos in enumerate(positions, start=1):
-            cid = self.ids[pos]
-            out.append(Hit(rank, cid, float(scores[pos]), self.codes[cid]))
-        return out
-
-    def as_langchain(self, k: int = 10) -> Any:
-        """A LangChain ``BaseRetriever`` returning Documents (code, ``corpus_id`` metadata) in exact order."""
-        from .lc import SearcherRetriever
-
-        return SearcherRetriever(searcher=self, k=k)
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release clients; safe to call twice."""
-
-    def __enter__(self) -> Searcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+__all__ = ["Hit", "Searcher", "tie_key", "tie_ranks_for", "cosine_scores", "rank_exact", "open_searcher"]
 
 
 def open_searcher(

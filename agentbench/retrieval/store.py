@@ -8,7 +8,7 @@ hashed: queries and tests do not change the index. A collection whose count diff
 
 Exactness: HNSW is configured with ``ef_search`` at least the corpus size, Chroma returns a candidate set
 larger than ``k``, and the candidates are re-ranked by exact cosine on the stored embeddings with
-deterministic ties (see :mod:`.search`); the candidate set is widened whenever a tie straddles its edge.
+deterministic ties (see :mod:`.hits`); the candidate set is widened whenever a tie straddles its edge.
 
 Embeddings are always passed explicitly (Chroma's default embedding function would download a model),
 and Chroma errors are translated to :class:`~agentbench.errors.RetrievalError` here.
@@ -30,7 +30,7 @@ from ..pools.models import Pool
 from ..progress import progress_bar
 from ._env import prepare_environment
 from .embedders import DenseEmbedder
-from .search import Hit, Searcher, cosine_scores, rank_exact
+from .hits import Hit, Searcher, cosine_scores, rank_exact
 
 __all__ = [
     "ChromaSearcher",

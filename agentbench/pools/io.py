@@ -11,7 +11,6 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import PoolError
 from .diff import edit_between
 from .models import DistractorMeta, ExecCacheRow, Pool, Query, Snippet
+from .problems import Problem, ScanResult
 
 __all__ = [
     "Problem",
@@ -41,28 +41,6 @@ POOL_FILES: dict[str, tuple[type[BaseModel], bool]] = {
     "distractor_metadata.jsonl": (DistractorMeta, False),
     "execution_cache.jsonl": (ExecCacheRow, False),
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.message}"
-
-
-@dataclass
-class ScanResult:
-    """A pool as far as it could be read, with the location of every record and every problem found.
-    ``warnings`` are things a reader should know (fields derived or missing) that do not stop a load."""
-
-    pool: Pool
-    problems: list[Problem] = field(default_factory=list)
-    locations: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, id) -> line
-    warnings: list[Problem] = field(default_factory=list)
 
 
 def _describe(err: ValidationError) -> str:

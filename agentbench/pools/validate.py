@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..execution import ExecResult, Executor, Job
-from .io import Problem, ScanResult
 from .models import Pool
+from .problems import Problem, ScanResult
 
 __all__ = ["structural_problems", "structural_warnings", "execution_problems"]
 

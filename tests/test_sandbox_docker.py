@@ -57,7 +57,7 @@ def test_engine_down_is_one_clear_error(monkeypatch) -> None:
         make_executor("docker")  # never falls back to the process executor
 
 
-def test_auto_falls_back_loudly_when_docker_is_unavailable(monkeypatch, capsys) -> None:
+def test_auto_falls_back_loudly_when_docker_is_unavailable(monkeypatch, caplog) -> None:
     for key, value in NO_ENGINE.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(select, "_announced", False)
@@ -65,9 +65,27 @@ def test_auto_falls_back_loudly_when_docker_is_unavailable(monkeypatch, capsys) 
         assert isinstance(ex, ProcessExecutor)
     with make_executor("auto", workers=1):
         pass
-    err = capsys.readouterr().err
-    assert err.count("agentbench: sandbox: using process executor") == 1
-    assert "Docker unavailable" in err
+    said = [r for r in caplog.records if r.name == "agentbench.execution.select"]
+    assert len(said) == 1 and said[0].levelname == "WARNING"  # once, as a warning
+    assert said[0].getMessage().startswith("sandbox: using process executor")
+    assert "Docker unavailable" in said[0].getMessage()
+
+
+def test_the_cli_prints_the_fallback_on_stderr(tmp_path: Path) -> None:
+    (tmp_path / "code.py").write_text(ADD)
+    (tmp_path / "tests.txt").write_text("assert add(1, 2) == 3\n")
+    proc = run_cli(
+        "sandbox",
+        "exec",
+        "--code",
+        str(tmp_path / "code.py"),
+        "--tests",
+        str(tmp_path / "tests.txt"),
+        env=NO_ENGINE,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("agentbench: sandbox: using process executor") == 1, proc.stderr
+    assert "Docker unavailable" in proc.stderr
 
 
 def test_apt_mirror_is_read_from_apt_sources(tmp_path: Path, monkeypatch) -> None:

@@ -1,15 +1,22 @@
-"""Command-line interface: a thin layer that parses options and calls the stage APIs."""
+"""Command-line interface: a thin layer that parses options and calls the stage APIs.
+
+Library code reports through :mod:`logging` (loggers under ``agentbench``); the CLI decides what to print:
+records at INFO and above, one line each on stderr, as ``agentbench: <message>``.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
 from ..errors import AgentbenchError
 from . import check, compare, pool, report, retrieve, run, sandbox
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "StderrLineHandler", "log_to_stderr"]
 
 app = typer.Typer(
     name="agentbench",
@@ -27,8 +34,43 @@ app.command("compare")(compare.compare)
 app.command("check")(check.check)
 
 
+class StderrLineHandler(logging.Handler):
+    """A log record as one line on the current ``sys.stderr``: ``agentbench: <message>``, no traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = " ".join(record.getMessage().splitlines())
+            stream = sys.stderr
+            stream.write(f"agentbench: {message}\n")
+            stream.flush()
+        except Exception:  # pragma: no cover - logging must never break the command
+            self.handleError(record)
+
+
+@contextmanager
+def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
+    """While the command runs, print the ``agentbench`` loggers' records at ``level`` and above on stderr
+    (the handler and level are removed afterwards, so calling :func:`main` in a process leaves no trace)."""
+    logger = logging.getLogger("agentbench")
+    handler = StderrLineHandler(level)
+    previous = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
 def main() -> None:
     """Entry point: user-facing errors become one line on stderr and exit code 2."""
+    with log_to_stderr():
+        _main()
+
+
+def _main() -> None:
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:

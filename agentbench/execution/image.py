@@ -11,6 +11,7 @@ Run as ``agentbench sandbox build [--offline]`` or ``python -m agentbench.execut
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import shutil
@@ -35,9 +36,7 @@ TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/sha
 
 Log = Callable[[str], None]
 
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+logger = logging.getLogger(__name__)
 
 
 def apt_mirror(apt: Path = Path("/etc/apt")) -> str:
@@ -116,12 +115,13 @@ def _offline_base(client, log: Log, refresh: bool) -> str:
 
 
 def build_image(
-    offline: bool = False, force: bool = False, refresh_base: bool = False, log: Log = _say
+    offline: bool = False, force: bool = False, refresh_base: bool = False, log: Log | None = None
 ) -> str:
-    """Build the sandbox image unless it is already present; returns its tag."""
+    """Build the sandbox image unless it is already present; returns its tag. Progress goes to ``log``
+    (default: this module's logger at INFO level)."""
     client = connect(timeout=900)
     try:
-        return _build(client, offline, force, refresh_base, log)
+        return _build(client, offline, force, refresh_base, log or logger.info)
     finally:
         client.close()
 
@@ -157,13 +157,18 @@ def _build(client: Any, offline: bool, force: bool, refresh_base: bool, log: Log
     return tag
 
 
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``python -m agentbench.execution.image``: progress on stderr, the tag on stdout."""
     parser = argparse.ArgumentParser(prog="python -m agentbench.execution.image", description=__doc__)
     parser.add_argument("--offline", action="store_true", help="debootstrap the base instead of pulling it")
     parser.add_argument("--force", action="store_true", help="rebuild even if the image is present")
     args = parser.parse_args(argv)
     try:
-        print(build_image(offline=args.offline, force=args.force))
+        print(build_image(offline=args.offline, force=args.force, log=_say))
     except SandboxError as exc:
         print(f"agentbench: error: {exc}", file=sys.stderr)
         return 2

@@ -1,13 +1,15 @@
 """Choosing an executor from the ``--sandbox`` flag.
 
 ``docker`` never falls back: if the engine or image is missing it fails with the fix. ``auto`` picks Docker
-when both are there and says once on stderr which executor it chose, so a run is never silently
-unisolated. ``process`` runs locally with the best isolation the OS allows.
+when both are there and logs once which executor it chose (a warning when it falls back to the process
+executor), so a run is never silently unisolated: the CLI prints it on stderr, and so does Python's
+last-resort handler for an API user who configured no logging. ``process`` runs locally with the best
+isolation the OS allows.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 
 from ..errors import ConfigError, SandboxError
 from .base import Executor
@@ -17,6 +19,7 @@ __all__ = ["make_executor", "docker_status", "SANDBOX_KINDS"]
 
 SANDBOX_KINDS = ("auto", "docker", "process")
 _announced = False
+logger = logging.getLogger(__name__)
 
 
 def docker_status() -> str | None:
@@ -36,11 +39,11 @@ def docker_status() -> str | None:
     return None
 
 
-def _announce(message: str) -> None:
+def _announce(level: int, message: str) -> None:
     global _announced
     if not _announced:
         _announced = True
-        print(f"agentbench: sandbox: {message}", file=sys.stderr, flush=True)
+        logger.log(level, "sandbox: %s", message)
 
 
 def make_executor(kind: str = "auto", workers: int | None = None) -> Executor:
@@ -58,8 +61,8 @@ def make_executor(kind: str = "auto", workers: int | None = None) -> Executor:
     reason = docker_status()
     if reason is None:
         executor: Executor = DockerExecutor(workers=workers)
-        _announce(f"using {executor.describe()}")
+        _announce(logging.INFO, f"using {executor.describe()}")
         return executor
     executor = ProcessExecutor(workers=workers)
-    _announce(f"using {executor.describe()} -- Docker unavailable ({reason})")
+    _announce(logging.WARNING, f"using {executor.describe()} -- Docker unavailable ({reason})")
     return executor

@@ -5,26 +5,37 @@ the rag condition's top-1 was -> pass/fail after generation); bug inheritance an
 per-domain table; and a browsable per-query section (query, retrieved snippets with the mutated line of a
 distractor highlighted, generated code, per-assert verdicts).
 
-Everything in a run (queries, snippets, LLM output, error messages) is untrusted text: it only enters the
-page through :func:`html.escape`, and a Content-Security-Policy allows no network access and no script but
-the report's own (pinned by hash), so a missed escape still could not run code or phone home.
+The page is rendered from the Jinja2 templates in ``analysis/templates`` (``report.html.j2`` and the pieces
+it includes); this module prepares the data they show. Everything in a run (queries, snippets, LLM output,
+error messages) is untrusted text: autoescape escapes every value the templates print (control characters,
+which HTML cannot carry, become U+FFFD first), and a Content-Security-Policy allows no network access and no
+script but the report's own (pinned by hash), so a missed escape still could not run code or phone home.
+
+The run summary reaches the templates as it is, a dict (summary.json as read) or an object with the same
+fields: templates read it with attribute syntax, which Jinja resolves for both, and the Python side reads
+it through :func:`_get`.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
-import html
 import io
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PoolError
+from ..files import atomic_write_text
 from ..pipeline.records import RunRecord
 from ..pools.models import DistractorMeta, Pool
 from .compare import RunData, load_run, scoring
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = ["render_html", "write_html", "top1_category", "propagation_counts", "TOP1_CATEGORIES"]
 
@@ -32,93 +43,70 @@ TOP1_CATEGORIES = ("canonical", "other, passes tests", "own distractor", "other,
 
 _PASS, _FAIL, _ERR = "#2f9e44", "#e03131", "#868e96"
 
-_CSS = """
-:root { --fg:#1d2125; --muted:#5c6670; --bg:#fff; --card:#f4f6f8; --line:#dde1e6; }
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg);
-       margin: 0 auto; max-width: 1200px; padding: 16px 24px 64px; }
-h1 { font-size: 22px; margin: 8px 0 4px; } h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid var(--line); }
-h4 { margin: 14px 0 4px; }
-.meta { color: var(--muted); margin: 0 0 12px; }
-.cards { display: flex; flex-wrap: wrap; gap: 10px; }
-.card { background: var(--card); border-radius: 6px; padding: 8px 14px; min-width: 140px; }
-.card .v { font-size: 22px; font-weight: 600; } .card .k, .card .ci { color: var(--muted); font-size: 12px; }
-table { border-collapse: collapse; margin: 6px 0; } th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.plots { display: flex; flex-wrap: wrap; gap: 12px; } .plots figure { margin: 0; }
-.plots img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
-figcaption { color: var(--muted); font-size: 12px; max-width: 560px; }
-pre.code { background: #f8f9fa; border: 1px solid var(--line); border-radius: 4px; padding: 6px 0; overflow-x: auto;
-           font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; counter-reset: ln; margin: 4px 0; }
-pre.code .l { display: block; padding: 0 10px 0 0; white-space: pre; }
-pre.code .l::before { counter-increment: ln; content: counter(ln); display: inline-block; width: 3em; padding-right: 8px;
-                      text-align: right; color: #adb5bd; }
-pre.code .mut { background: #ffe066; } pre.code .del { background: #ffc9c9; text-decoration: line-through; }
-pre.code .del::before { content: "\\2212"; counter-increment: none; }
-.badge { display: inline-block; border-radius: 3px; padding: 0 6px; color: #fff; font-size: 12px; margin-left: 4px; }
-.pass { background: #2f9e44; } .fail { background: #e03131; } .err { background: #868e96; }
-.v-pass { color: #2f9e44; font-weight: 600; } .v-fail { color: #e03131; font-weight: 600; } .v-other { color: #868e96; }
-details.q { border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 2px 8px; }
-details.q > summary { cursor: pointer; } details.q[open] { background: #fcfcfd; }
-.qtext { white-space: pre-wrap; }
-.cond { border-left: 3px solid var(--line); padding-left: 10px; margin: 10px 0; }
-.filters { display: flex; gap: 16px; align-items: center; margin: 8px 0; }
-.note { color: var(--muted); }
-.transitions td { vertical-align: top; max-width: 520px; }
-.chip { display: inline-block; border-radius: 3px; padding: 0 5px; margin: 1px; color: #fff; font-size: 12px;
-         text-decoration: none; font-family: ui-monospace, Menlo, Consolas, monospace; }
-.k-canonical { background: #2f9e44; } .k-own_distractor { background: #e03131; }
-.k-other_snippet { background: #f08c00; } .k-none { background: #868e96; }
-"""
-
-_SCRIPT = """
-(function () {
-  var box = document.getElementById("q-filter"), only = document.getElementById("q-failed");
-  var count = document.getElementById("q-count"), items = document.querySelectorAll("details.q");
-  function apply() {
-    var text = box.value.toLowerCase(), failedOnly = only.checked, shown = 0;
-    for (var i = 0; i < items.length; i++) {
-      var d = items[i];
-      var show = (!text || d.getAttribute("data-search").indexOf(text) >= 0) &&
-                 (!failedOnly || d.getAttribute("data-failed") === "1");
-      d.hidden = !show;
-      if (show) { shown++; }
-    }
-    count.textContent = shown + " of " + items.length + " queries";
-  }
-  box.addEventListener("input", apply);
-  only.addEventListener("change", apply);
-  apply();
-  function openTarget() {
-    var id = decodeURIComponent(location.hash.slice(1)), d = id && document.getElementById(id);
-    if (d && d.tagName === "DETAILS") { d.hidden = false; d.open = true; d.scrollIntoView(); }
-  }
-  window.addEventListener("hashchange", openTarget);
-  openTarget();
-})();
-"""
-
-
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def e(text: object) -> str:
-    """Escape untrusted text for HTML element content and quoted attributes (control characters, which
-    HTML cannot carry, become U+FFFD)."""
-    return html.escape(_CONTROL.sub("\ufffd", str(text)), quote=True)
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """A field of a summary or retrieval part, whether it is a mapping or an object; ``default`` when the
+    part is None or lacks the field."""
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
 
 
-def _f(x: float | None, digits: int = 3) -> str:
+# ------------------------------------------------------------------------------------------- templates
+
+
+def _finalize(value: Any) -> Any:
+    """Applied to every ``{{ value }}`` before autoescape: control characters in plain text become U+FFFD
+    (markup made by the templates themselves is left alone)."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        return _CONTROL.sub("\ufffd", value)
+    return value
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    """The ``num`` filter: a rate or score with ``digits`` decimals, ``-`` for None, other values as text."""
     if x is None:
         return "-"
-    return f"{x:.{digits}f}" if isinstance(x, int | float) else e(x)
+    return f"{x:.{digits}f}" if isinstance(x, int | float) else str(x)
 
 
-def _ci(ci: list[float] | None) -> str:
+def _ci(ci: Any) -> str:
+    """The ``ci`` filter: a 95% interval as ``[lo, hi]``, ``""`` when there is none."""
     try:
         return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
     except (TypeError, ValueError, IndexError, KeyError):
         return ""
+
+
+@functools.cache
+def _env() -> jinja2.Environment:
+    """The report's template environment: autoescape on, and a missing variable is an error."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("agentbench.analysis", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = _num
+    env.filters["ci"] = _ci
+    return env
+
+
+@functools.cache
+def _script() -> tuple[str, str]:
+    """The report's script (templates/report.js.j2) and its CSP source, ``'sha256-...'``."""
+    text = _env().get_template("report.js.j2").render()
+    digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+    return text, f"'sha256-{digest}'"
 
 
 # ----------------------------------------------------------------------------------------------- plots
@@ -144,9 +132,9 @@ def _figure(width: float = 5.6, height: float = 3.4):
     return fig, ax
 
 
-def _plot_exec_curve(summary: dict, k_context: int, retrieval: dict | None = None) -> str | None:
-    metrics = summary.get("retrieval", {}).get("metrics", {})
-    ci95 = summary.get("retrieval", {}).get("ci95", {})
+def _plot_exec_curve(summary: Any, k_context: int, retrieval: Any = None) -> str | None:
+    metrics = _get(_get(summary, "retrieval"), "metrics") or {}
+    ci95 = _get(_get(summary, "retrieval"), "ci95") or {}
     ks = sorted(int(name.split("@")[1]) for name in metrics if name.startswith("exec@"))
     if not ks:
         return None
@@ -164,17 +152,17 @@ def _plot_exec_curve(summary: dict, k_context: int, retrieval: dict | None = Non
         )
     if all(f"ndcg@{k}" in metrics for k in ks):
         ax.plot(ks, [metrics[f"ndcg@{k}"] for k in ks], marker="s", ls="--", color="#868e96", label="nDCG@k")
-    rr = (retrieval or {}).get("rerank") or {}
-    rr_metrics = rr.get("metrics") or {}
-    if rr.get("name") and all(f"exec@{k}" in rr_metrics for k in ks):
+    rr = _get(retrieval, "rerank")
+    rr_metrics = _get(rr, "metrics") or {}
+    if _get(rr, "name") and all(f"exec@{k}" in rr_metrics for k in ks):
         ax.plot(
             ks,
             [rr_metrics[f"exec@{k}"] for k in ks],
             marker="D",
             color="#e8590c",
-            label=f"exec@k after reranking ({rr['name']})",
+            label=f"exec@k after reranking ({_get(rr, 'name')})",
         )
-    rag = summary.get("conditions", {}).get("rag", {}).get("pass_rate")
+    rag = _get(_get(_get(summary, "conditions"), "rag"), "pass_rate")
     if rag is not None:
         ax.plot(
             [k_context],
@@ -196,20 +184,27 @@ def _plot_exec_curve(summary: dict, k_context: int, retrieval: dict | None = Non
     return _svg(fig)
 
 
-def _plot_conditions(summary: dict) -> str | None:
-    conds = [(name, c) for name, c in summary.get("conditions", {}).items() if c.get("pass_rate") is not None]
+def _plot_conditions(summary: Any) -> str | None:
+    conds = [
+        (name, c)
+        for name, c in (_get(summary, "conditions") or {}).items()
+        if _get(c, "pass_rate") is not None
+    ]
     if not conds:
         return None
     fig, ax = _figure()
     names = [n for n, _ in conds]
-    rates = [c["pass_rate"] for _, c in conds]
-    lo = [r - c["ci95"][0] if c.get("ci95") else 0 for r, (_, c) in zip(rates, conds, strict=True)]
-    hi = [c["ci95"][1] - r if c.get("ci95") else 0 for r, (_, c) in zip(rates, conds, strict=True)]
+    rates = [_get(c, "pass_rate") for _, c in conds]
+    cis = [_get(c, "ci95") for _, c in conds]
+    lo = [r - ci[0] if ci else 0 for r, ci in zip(rates, cis, strict=True)]
+    hi = [ci[1] - r if ci else 0 for r, ci in zip(rates, cis, strict=True)]
     colors = {"closed_book": "#868e96", "rag": "#1971c2", "oracle": _PASS, "distractor": _FAIL}
     ax.bar(names, rates, yerr=[lo, hi], capsize=5, color=[colors.get(n, "#5c7cfa") for n in names])
     for i, (r, (_, c)) in enumerate(zip(rates, conds, strict=True)):
-        ax.annotate(f"{r:.2f}\nn={c['n']}", (i, r), textcoords="offset points", xytext=(14, 2), fontsize=8)
-    exec1 = summary.get("retrieval", {}).get("metrics", {}).get("exec@1")
+        ax.annotate(
+            f"{r:.2f}\nn={_get(c, 'n')}", (i, r), textcoords="offset points", xytext=(14, 2), fontsize=8
+        )
+    exec1 = (_get(_get(summary, "retrieval"), "metrics") or {}).get("exec@1")
     if exec1 is not None:
         ax.axhline(exec1, color="#1971c2", ls=":", lw=1, label=f"retrieval exec@1 = {exec1:.2f}")
         ax.legend(fontsize=8, loc="upper left")
@@ -261,8 +256,8 @@ def _plot_propagation(records: list[RunRecord]) -> str | None:
     return _svg(fig)
 
 
-def _plot_bug_types(summary: dict) -> str | None:
-    by_bug = summary.get("propagation", {}).get("by_bug_type", {})
+def _plot_bug_types(summary: Any) -> str | None:
+    by_bug = _get(_get(summary, "propagation"), "by_bug_type") or {}
     if not by_bug:
         return None
     import numpy as np
@@ -272,13 +267,13 @@ def _plot_bug_types(summary: dict) -> str | None:
     ax.grid(axis="x", alpha=0.3)
     ax.grid(axis="y", visible=False)
     y = np.arange(len(names))
-    inherit = [by_bug[n]["bug_inheritance_rate"] for n in names]
-    repair = [by_bug[n]["repair_rate"] for n in names]
+    inherit = [_get(by_bug[n], "bug_inheritance_rate") for n in names]
+    repair = [_get(by_bug[n], "repair_rate") for n in names]
     ax.barh(y - 0.2, [v or 0 for v in inherit], height=0.4, color=_FAIL, label="bug inheritance")
     ax.barh(y + 0.2, [v or 0 for v in repair], height=0.4, color=_PASS, label="repair")
     for i, n in enumerate(names):
         ax.annotate(
-            f"n={by_bug[n]['n']}", (1.0, y[i]), xytext=(4, -3), textcoords="offset points", fontsize=8
+            f"n={_get(by_bug[n], 'n')}", (1.0, y[i]), xytext=(4, -3), textcoords="offset points", fontsize=8
         )
     ax.set_yticks(y, [f"{n}" for n in names], fontsize=8)
     ax.invert_yaxis()
@@ -291,98 +286,7 @@ def _plot_bug_types(summary: dict) -> str | None:
     return _svg(fig)
 
 
-# ------------------------------------------------------------------------------------------- sections
-
-
-def _table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
-    """Headers and cells are already-escaped HTML."""
-    head = "".join(
-        f'<th class="{"num" if i >= numeric_from else ""}">{h}</th>' for i, h in enumerate(headers)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{c}</td>' for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _headline(summary: dict) -> str:
-    metrics = summary.get("retrieval", {}).get("metrics", {})
-    ci95 = summary.get("retrieval", {}).get("ci95", {})
-    conds = summary.get("conditions", {})
-    prop = summary.get("propagation", {})
-    cards = [("retrieval exec@1", metrics.get("exec@1"), ci95.get("exec@1"))]
-    for name, c in conds.items():
-        cards.append((f"{name} pass rate", c.get("pass_rate"), c.get("ci95")))
-    cards.append(("bug inheritance", prop.get("bug_inheritance_rate"), None))
-    cards.append(("repair rate", prop.get("repair_rate"), None))
-    cards.append(("retrieval errors -> failures", prop.get("retrieval_errors_became_failures"), None))
-    html_cards = "".join(
-        f'<div class="card"><div class="k">{e(k)}</div><div class="v">{_f(v)}</div>'
-        f'<div class="ci">{e(_ci(ci)) or "&nbsp;"}</div></div>'
-        for k, v, ci in cards
-    )
-    return f'<div class="cards" id="headline">{html_cards}</div>'
-
-
-def _conditions_table(summary: dict) -> str:
-    rows = [
-        [
-            e(name),
-            e(c.get("n", 0)),
-            e(c.get("passed", 0)),
-            _f(c.get("pass_rate")),
-            e(_ci(c.get("ci95"))),
-            e(c.get("no_code", 0)),
-            e(c.get("llm_errors", 0)),
-            e(c.get("infra_errors", 0)),
-            e(c.get("agent_errors", 0) + c.get("retriever_errors", 0)),
-        ]
-        for name, c in summary.get("conditions", {}).items()
-    ]
-    headers = [
-        "condition",
-        "n scored",
-        "passed",
-        "pass rate",
-        "95% CI",
-        "no code",
-        "LLM errors",
-        "infra errors",
-        "plug-in errors (scored)",
-    ]
-    return _table(headers, rows)
-
-
-def _propagation_table(summary: dict, records: list[RunRecord]) -> str:
-    p = summary.get("propagation", {})
-    inh = p.get("bug_inheritance", {})
-    rows = [
-        [
-            "retrieval errors (rag top-1 fails the tests) that became failures",
-            f"{_f(p.get('retrieval_errors_became_failures'))} of {e(p.get('retrieval_errors', 0))}",
-        ],
-        [
-            "bug inheritance (failure with the context's per-assert pattern)",
-            f"{_f(p.get('bug_inheritance_rate'))} ({e(inh.get('inherited', 0))}/{e(inh.get('failures_with_buggy_context', 0))})",
-        ],
-        ["mutated line reappears in the failed generation", _f(p.get("mutated_line_rate"))],
-        ["repair rate (pass despite buggy context)", _f(p.get("repair_rate"))],
-    ]
-    for cond, v in p.get("repair_rate_by_condition", {}).items():
-        rows.append([f"repair rate, {e(cond)}", _f(v)])
-    counts = propagation_counts(records)
-    for cat, (passed, failed) in counts.items():
-        rows.append(
-            [
-                f"rag with top-1 {e(cat)}: passed",
-                f"{passed}/{passed + failed} = {_f(passed / (passed + failed))}",
-            ]
-        )
-    return _table(["", "value"], rows)
-
+# ------------------------------------------------------------------------------------- section data
 
 _KIND_LABEL = {
     "canonical": "its canonical",
@@ -392,102 +296,77 @@ _KIND_LABEL = {
 }
 
 
-def _attribution_section(summary: dict) -> str:
-    """The paired effects table and the closed_book → rag transition view, each query a link into the
-    per-query browser, coloured by what the rag top-1 was."""
+def _top1_rows(records: list[RunRecord]) -> list[dict]:
+    """The rag pass rate by what its top-1 was, for the propagation table."""
+    return [
+        {"category": cat, "passed": p, "n": p + f, "rate": p / (p + f)}
+        for cat, (p, f) in propagation_counts(records).items()
+    ]
+
+
+def _attribution_view(summary: Any) -> dict:
+    """The paired effects table and the closed_book → rag transition grid: per cell, the queries (chips
+    linking to ``#q-<query id>``) coloured by what the rag top-1 was."""
     from .report import attribution_rows
 
     rows = attribution_rows(summary)
-    if not rows:
-        return '<p class="note">This summary predates per-query attribution; rerun `agentbench report`.</p>'
-    table = _table(["", "value"], [[e(a), e(b)] for a, b in rows])
-    per_query = summary.get("per_query", [])
-    cells: dict[tuple[bool, bool], list[str]] = defaultdict(list)
-    for row in per_query:
-        out = row.get("outcomes", {})
-        if out.get("closed_book") is None or out.get("rag") is None:
+    kinds = list(_KIND_LABEL.items())
+    if not rows:  # a summary from before attribution
+        return {"rows": [], "grid": [], "kinds": kinds}
+    cells: dict[tuple[bool, bool], list[dict]] = defaultdict(list)
+    for row in _get(summary, "per_query") or []:
+        out = _get(row, "outcomes") or {}
+        cb, rag = _get(out, "closed_book"), _get(out, "rag")
+        if cb is None or rag is None:
             continue
-        kind = row.get("top1_kind") or "none"
-        qid = row["query_id"]
+        kind = _get(row, "top1_kind") or "none"
+        qid = _get(row, "query_id")
         title = f"{qid}: rag top-1 was {_KIND_LABEL.get(kind, kind)}"
-        cells[(out["closed_book"], out["rag"])].append(
-            f'<a class="chip k-{e(kind)}" href="#{e("q-" + qid)}" title="{e(title)}">{e(qid)}</a>'
-        )
-    if not cells:
-        return table + '<p class="note">No query has both closed_book and rag scored.</p>'
-
-    def cell(cb: bool, rag: bool) -> str:
-        chips = cells.get((cb, rag), [])
-        return f"<b>{len(chips)}</b><br>" + "".join(chips)
-
-    grid = _table(
-        ["closed_book \\ rag", "rag passes", "rag fails"],
-        [
-            ["closed_book passes", cell(True, True), cell(True, False)],
-            ["closed_book fails", cell(False, True), cell(False, False)],
-        ],
-        numeric_from=99,
-    ).replace("<table>", '<table class="transitions">', 1)
-    legend = " ".join(f'<span class="chip k-{k}">{e(label)}</span>' for k, label in _KIND_LABEL.items())
-    return (
-        table
-        + "<h4>closed_book → rag, per query</h4>"
-        + f'<p class="note">Each query once, coloured by the rag top-1: {legend}. Red chips in '
-        '"closed_book passes, rag fails" are retrieval-induced failures; click a query to open it below.</p>'
-        + grid
-    )
-
-
-def _bug_table(summary: dict) -> str:
-    by_bug = summary.get("propagation", {}).get("by_bug_type", {})
-    if not by_bug:
-        return '<p class="note">No generation was given buggy context.</p>'
-    rows = [
-        [e(name), e(b["n"]), _f(b.get("repair_rate")), _f(b.get("bug_inheritance_rate"))]
-        for name, b in by_bug.items()
+        cells[(cb, rag)].append({"qid": qid, "kind": kind, "title": title})
+    grid = [
+        {"label": "closed_book passes", "cells": [cells[(True, True)], cells[(True, False)]]},
+        {"label": "closed_book fails", "cells": [cells[(False, True)], cells[(False, False)]]},
     ]
-    return _table(["bug type of the context", "n", "repair rate", "bug inheritance"], rows)
+    return {"rows": rows, "grid": grid if any(cells.values()) else [], "kinds": kinds}
 
 
-def _domain_table(summary: dict) -> str:
-    by_domain = summary.get("by_domain", {})
-    retr = summary.get("retrieval", {}).get("diagnostics", {}).get("by_domain", {})
-    conds = list(summary.get("conditions", {}))
-    domains = sorted(set(by_domain) | set(retr))
-    if not domains:
-        return '<p class="note">No per-domain numbers.</p>'
+def _domain_view(summary: Any) -> dict:
+    """Per domain: retrieval exec@1 and each condition's pass rate."""
+    by_domain = _get(summary, "by_domain") or {}
+    retr = _get(_get(_get(summary, "retrieval"), "diagnostics"), "by_domain") or {}
+    conds = list(_get(summary, "conditions") or {})
     rows = []
-    for d in domains:
-        r = retr.get(d, {})
-        row = [e(d), e(r.get("n_queries", "-")), _f(r.get("exec@1"))]
+    for d in sorted(set(by_domain) | set(retr)):
+        r = retr.get(d) or {}
+        cells = []
         for c in conds:
-            cell = by_domain.get(d, {}).get(c, {})
-            rate = cell.get("pass_rate")
-            row.append(
-                f"{_f(rate)} <span class=note>n={e(cell.get('n', 0))}</span>" if rate is not None else "-"
-            )
-        rows.append(row)
-    return _table(["domain", "queries", "exec@1", *(f"{e(c)} pass" for c in conds)], rows)
+            cell = _get(by_domain.get(d), c) or {}
+            cells.append({"rate": _get(cell, "pass_rate"), "n": _get(cell, "n", 0)})
+        rows.append(
+            {"domain": d, "n_queries": _get(r, "n_queries", "-"), "exec1": _get(r, "exec@1"), "cells": cells}
+        )
+    return {"conditions": conds, "rows": rows}
 
 
-def _code(
+def _code_lines(
     code: str, highlight: set[int] | None = None, removed: dict[int, list[str]] | None = None, note: str = ""
-) -> str:
-    """Numbered code; ``highlight`` holds 0-based lines to mark, ``removed`` maps a 0-based line to deleted
-    lines shown before it."""
+) -> list[dict]:
+    """Lines of code to number (``cls`` "l", "l mut" or "l del"; ``title`` or None): ``highlight`` holds
+    0-based lines to mark, ``removed`` maps a 0-based line to deleted lines shown before it."""
     highlight = highlight or set()
     removed = removed or {}
     lines = code.splitlines() or [""]
     out = []
-    for i, line in enumerate(lines + [None]):
+    for i, line in enumerate([*lines, None]):
         for gone in removed.get(i, []):
-            out.append(f'<span class="l del" title="{e(note)}">{e(gone)}</span>')
+            out.append({"cls": "l del", "text": gone, "title": note})
         if line is None:
             break
-        cls = "l mut" if i in highlight else "l"
-        title = f' title="{e(note)}"' if i in highlight and note else ""
-        out.append(f'<span class="{cls}"{title}>{e(line)}</span>')
-    return '<pre class="code"><code>' + "".join(out) + "</code></pre>"
+        marked = i in highlight
+        out.append(
+            {"cls": "l mut" if marked else "l", "text": line, "title": note if marked and note else None}
+        )
+    return out
 
 
 def _distractor_marks(code: str, meta: DistractorMeta) -> tuple[set[int], dict[int, list[str]], str]:
@@ -508,35 +387,25 @@ def _distractor_marks(code: str, meta: DistractorMeta) -> tuple[set[int], dict[i
     return set(), {}, note
 
 
-def _verdict(v: str) -> str:
-    cls = {"pass": "v-pass", "fail": "v-fail"}.get(v.lower(), "v-other")
-    return f'<span class="{cls}">{e(v)}</span>'
+class _QueryViews:
+    """The per-query browser's data: per query its text, per-assert verdicts, retrieved top 5 and, per
+    condition, the context snippets (a distractor's mutation marked) and the generated code."""
 
-
-def _badge(rec: RunRecord, named: bool = True) -> str:
-    name = f"{e(rec.condition)} " if named else ""
-    if not rec.scored:
-        return f'<span class="badge err" title="{e(rec.status)}">{name}{e(rec.status)}</span>'
-    cls = "pass" if rec.passed else "fail"
-    return f'<span class="badge {cls}">{name}{cls}</span>'
-
-
-class _QueryRenderer:
     def __init__(self, run: RunData, pool: Pool | None) -> None:
         self.run = run
         self.pool = pool
         self.queries = {q.query_id: q for q in pool.queries} if pool else {}
         self.metas = pool.distractor_meta() if pool else {}
-        self.retrieved = {q["query_id"]: q for q in run.retrieval.get("per_query", [])}
+        self.retrieved = {_get(q, "query_id"): q for q in _get(run.retrieval, "per_query") or []}
 
-    def snippet(self, corpus_id: str, for_query: str) -> str:
+    def snippet(self, corpus_id: str, for_query: str) -> dict:
         meta = self.metas.get(corpus_id)
         try:
             snip = self.pool.snippet(corpus_id) if self.pool else None
         except KeyError:
             snip = None
         if snip is None:
-            return f'<p class="note">Snippet {e(corpus_id)} is not in the pool available to this report.</p>'
+            return {"corpus_id": corpus_id, "missing": True}
         query = self.queries.get(for_query)
         if query is not None and corpus_id in query.correct_corpus_ids:
             desc = "this query's canonical"
@@ -548,17 +417,15 @@ class _QueryRenderer:
             desc += f", distractor of {meta.query_id}" + (
                 " (this query)" if meta.query_id == for_query else ""
             )
-            highlight, removed, note = _distractor_marks(snip.code, meta)
-            code = _code(snip.code, highlight, removed, note)
+            lines = _code_lines(snip.code, *_distractor_marks(snip.code, meta))
         else:
-            code = _code(snip.code)
-        return f'<div class="note">snippet <code>{e(corpus_id)}</code>: {e(desc)}</div>{code}'
+            lines = _code_lines(snip.code)
+        return {"corpus_id": corpus_id, "missing": False, "desc": desc, "lines": lines}
 
-    def generated(self, rec: RunRecord) -> str:
+    def generated(self, rec: RunRecord) -> list[dict] | None:
+        """The generated code, its reappearing distractor line marked; None when no code was extracted."""
         if not rec.code:
-            if rec.response:
-                return '<div class="note">no code extracted; the response was:</div>' + _code(rec.response)
-            return '<p class="note">no response</p>'
+            return None
         highlight: set[int] = set()
         note = ""
         meta = self.metas.get(rec.context_ids[0]) if rec.context_ids else None
@@ -566,7 +433,7 @@ class _QueryRenderer:
             wanted = {x.strip() for x in meta.line_after.splitlines() if x.strip()}
             highlight = {i for i, line in enumerate(rec.code.splitlines()) if line.strip() in wanted}
             note = f"the distractor's mutated line ({meta.bug_type})"
-        return _code(rec.code, highlight, None, note)
+        return _code_lines(rec.code, highlight, None, note)
 
     def scored_tests(self, qid: str) -> list[str]:
         """The asserts the records' verdicts refer to: the whole suite, or with --rerank the held-out part."""
@@ -584,202 +451,148 @@ class _QueryRenderer:
         except Exception:  # an older or newer rerank module: show verdicts without assert texts
             return []
 
-    def asserts(self, qid: str, recs: list[RunRecord]) -> str:
+    def asserts(self, qid: str, recs: list[RunRecord]) -> dict | None:
+        """Per assert, each condition's verdict (and the rag top-1 snippet's); None when there are none."""
         tests = self.scored_tests(qid)
         n = max([len(tests)] + [len(r.results) for r in recs] + [len(r.context_results) for r in recs])
         if n == 0:
-            return '<p class="note">No per-assert verdicts.</p>'
+            return None
         if any(r.results and len(r.results) != len(tests) for r in recs):
             tests = []  # verdicts that do not line up with the suite: numbers only, never a wrong assert text
         ctx = next((r for r in recs if r.condition == "rag" and r.context_results), None)
-        headers = ["#", "assert"] + [e(r.condition) for r in recs]
-        if ctx is not None:
-            headers.append("rag top-1 snippet")
-        rows = []
-        for i in range(n):
-            row = [str(i + 1), f"<code>{e(tests[i])}</code>" if i < len(tests) else "-"]
-            row += [_verdict(r.results[i]) if i < len(r.results) else "-" for r in recs]
-            if ctx is not None:
-                row.append(_verdict(ctx.context_results[i]) if i < len(ctx.context_results) else "-")
-            rows.append(row)
-        return _table(headers, rows, numeric_from=99)
 
-    def top_results(self, qid: str) -> str:
-        q = self.retrieved.get(qid)
-        if not q or not q.get("top_results"):
-            return ""
-        rows = []
-        for r in q["top_results"][:5]:
-            rows.append(
-                [
-                    e(r.get("rank")),
-                    f"<code>{e(r.get('corpus_id'))}</code>",
-                    e(r.get("label", "")),
-                    e(r.get("bug_type", "")),
-                    _f(r.get("similarity")),
-                    _verdict("pass" if r.get("passes_all_tests") else "fail"),
-                ]
-            )
-        return "<h4>retrieved (top 5)</h4>" + _table(
-            ["rank", "snippet", "label", "bug type", "score", "all tests"], rows, numeric_from=99
-        )
+        def at(values: list[str], i: int) -> str | None:
+            return values[i] if i < len(values) else None
 
-    def condition(self, rec: RunRecord) -> str:
-        head = f"<h4>{e(rec.condition)} {_badge(rec, named=False)}</h4>"
-        parts = [head]
+        rows = [
+            {
+                "n": i + 1,
+                "test": at(tests, i),
+                "verdicts": [at(r.results, i) for r in recs],
+                "context": at(ctx.context_results, i) if ctx is not None else None,
+            }
+            for i in range(n)
+        ]
+        return {"conditions": [r.condition for r in recs], "with_context": ctx is not None, "rows": rows}
+
+    def top_results(self, qid: str) -> list:
+        """The query's first five retrieved snippets, as the retrieval results hold them."""
+        return list(_get(self.retrieved.get(qid), "top_results") or [])[:5]
+
+    def condition(self, rec: RunRecord) -> dict:
+        context = None
         if rec.context_ids:
-            kind = f"context: {rec.context_kind}" + (
+            context = f"context: {rec.context_kind}" + (
                 ""
                 if rec.context_passes is None
                 else (", passes its tests" if rec.context_passes else ", fails its tests")
             )
-            parts.append(f'<div class="note">{e(kind)}</div>')
-            for cid in rec.context_ids:
-                parts.append(self.snippet(cid, rec.query_id))
-        else:
-            parts.append('<div class="note">no context</div>')
-        if rec.error:
-            parts.append(f'<div class="note">error: {e(rec.error)}</div>')
-        parts.append('<div class="note">generated code:</div>' + self.generated(rec))
-        return '<div class="cond">' + "".join(parts) + "</div>"
+        code = self.generated(rec)
+        return {
+            "rec": rec,
+            "context": context,
+            "snippets": [self.snippet(cid, rec.query_id) for cid in rec.context_ids],
+            "generated": code,
+            "response": _code_lines(rec.response) if code is None and rec.response else None,
+        }
 
-    def query(self, qid: str, recs: list[RunRecord]) -> str:
+    def query(self, qid: str, recs: list[RunRecord]) -> dict:
         query = self.queries.get(qid)
         text = query.query if query else ""
         domain = recs[0].domain if recs else ""
         failed = any(not r.passed for r in recs)
-        search = " ".join([qid, domain, text, *(r.condition for r in recs if not r.passed)]).lower()
-        short = text if len(text) <= 110 else text[:107] + "..."
-        summary = (
-            f"<summary><code>{e(qid)}</code> <span class=note>{e(domain)}</span> {e(short)} "
-            + "".join(_badge(r) for r in recs)
-            + "</summary>"
-        )
-        body = (
-            f'<p class="qtext">{e(text)}</p>'
-            + "<h4>per-assert verdicts</h4>"
-            + self.asserts(qid, recs)
-            + self.top_results(qid)
-            + "".join(self.condition(r) for r in recs)
-        )
-        return (
-            f'<details class="q" id="{e("q-" + qid)}" data-search="{e(search)}" data-failed="{int(failed)}">'
-            f"{summary}{body}</details>"
-        )
+        return {
+            "qid": qid,
+            "domain": domain,
+            "text": text,
+            "short": text if len(text) <= 110 else text[:107] + "...",
+            "search": " ".join([qid, domain, text, *(r.condition for r in recs if not r.passed)]).lower(),
+            "failed": int(failed),
+            "records": recs,
+            "asserts": self.asserts(qid, recs),
+            "top_results": self.top_results(qid),
+            "conditions": [self.condition(r) for r in recs],
+        }
 
 
-def _per_query(run: RunData, pool: Pool | None) -> str:
-    renderer = _QueryRenderer(run, pool)
+def _query_views(run: RunData, pool: Pool | None) -> list[dict]:
+    """One view per query, in the order of the records; its records in the order of the run's conditions."""
+    views = _QueryViews(run, pool)
     by_query: dict[str, list[RunRecord]] = defaultdict(list)
     for r in run.records:
         by_query[r.query_id].append(r)
     order = {c: i for i, c in enumerate(run.config.conditions)}
-    items = [
-        renderer.query(qid, sorted(recs, key=lambda r: order.get(r.condition, 99)))
+    return [
+        views.query(qid, sorted(recs, key=lambda r: order.get(r.condition, 99)))
         for qid, recs in by_query.items()
     ]
-    filters = (
-        '<div class="filters"><label>filter <input id="q-filter" type="search" '
-        'placeholder="query id, domain, words, or a condition that failed"></label>'
-        '<label><input id="q-failed" type="checkbox"> only queries with a failure</label>'
-        '<span id="q-count" class="note"></span></div>'
-    )
-    note = (
-        ""
-        if pool
-        else '<p class="note">The pool could not be loaded: snippets and asserts are not shown.</p>'
-    )
-    return filters + note + "".join(items)
 
 
-def _figure_html(src: str | None, alt: str, caption: str) -> str:
-    if src is None:
-        return ""
-    return f'<figure><img src="{src}" alt="{e(alt)}"><figcaption>{e(caption)}</figcaption></figure>'
+def _plots(run: RunData) -> tuple[list[dict], list[dict]]:
+    """The figures of the retrieval-and-generation and the propagation sections (``src`` None: no data)."""
+    summary = run.summary
+    plots = [
+        {
+            "src": _plot_exec_curve(summary, run.config.k, run.retrieval),
+            "alt": "exec@k curve",
+            "caption": "Share of queries with a snippet that passes all asserts in the top k; the star is the "
+            "rag condition's end-to-end pass rate.",
+        },
+        {
+            "src": _plot_conditions(summary),
+            "alt": "pass rate per condition",
+            "caption": "closed_book: no context; rag: retrieved top-k; oracle: the canonical; distractor: a "
+            "paired buggy variant. Records with LLM or infrastructure errors are excluded.",
+        },
+    ]
+    propagation = [
+        {
+            "src": _plot_propagation(run.records),
+            "alt": "propagation view",
+            "caption": "rag records grouped by the top-1 retrieved snippet (the query's canonical, another "
+            "snippet that passes or fails the query's tests, or one of its own distractors) and whether the "
+            "generated code passed.",
+        },
+        {
+            "src": _plot_bug_types(summary),
+            "alt": "bug inheritance and repair by bug type",
+            "caption": "Generations given a context snippet that fails the tests, by that snippet's bug type: "
+            "repair = the generation passes; inheritance = it fails with the snippet's per-assert pattern.",
+        },
+    ]
+    return plots, propagation
+
+
+# ---------------------------------------------------------------------------------------------- render
+
+
+def _context(run: RunData, pool: Pool | None) -> dict[str, Any]:
+    """Everything report.html.j2 and the templates it includes read."""
+    from markupsafe import Markup
+
+    script, script_src = _script()
+    plots, propagation_plots = _plots(run)
+    return {
+        "summary": run.summary,
+        "config": run.config,
+        "path": run.path,
+        "n_records": len(run.records),
+        "scoring": scoring(run.retrieval),
+        "csp": f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {script_src}",
+        "script": Markup(script),  # the report's own code (templates/report.js.j2), pinned by the CSP
+        "plots": plots,
+        "propagation_plots": propagation_plots,
+        "top1_rows": _top1_rows(run.records),
+        "attribution": _attribution_view(run.summary),
+        "domains": _domain_view(run.summary),
+        "queries": _query_views(run, pool),
+        "pool_loaded": pool is not None,
+    }
 
 
 def render_html(run: RunData, pool: Pool | None = None) -> str:
     """The report as one HTML string."""
-    summary = run.summary
-    info = summary.get("run", {})
-    title = (
-        f"agentbench run: {info.get('llm', run.config.llm)} with {info.get('embedder', run.config.embedder)}"
-    )
-    meta = (
-        f"pool {info.get('pool', run.config.pool)} · {summary.get('n_queries') or '?'} queries · "
-        f"conditions {', '.join(run.config.conditions)} · rag context top-{run.config.k} · seed {run.config.seed} · "
-        f"{len(run.records)} records · scored on {scoring(run.retrieval)} · run directory {run.path}"
-    )
-    llm = summary.get("llm", {})
-    llm_line = (
-        f"LLM calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}, errors {llm.get('errors', 0)}; "
-        f"tokens in/out {llm.get('prompt_tokens', 0)}/{llm.get('completion_tokens', 0)}; "
-        f"cost ${llm.get('cost_usd', 0.0):.4f}"
-    )
-    plots = "".join(
-        [
-            _figure_html(
-                _plot_exec_curve(summary, run.config.k, run.retrieval),
-                "exec@k curve",
-                "Share of queries with a snippet that passes all asserts in the top k; the star is the rag "
-                "condition's end-to-end pass rate.",
-            ),
-            _figure_html(
-                _plot_conditions(summary),
-                "pass rate per condition",
-                "closed_book: no context; rag: retrieved top-k; oracle: the canonical; distractor: a paired buggy "
-                "variant. Records with LLM or infrastructure errors are excluded.",
-            ),
-        ]
-    )
-    propagation_plots = "".join(
-        [
-            _figure_html(
-                _plot_propagation(run.records),
-                "propagation view",
-                "rag records grouped by the top-1 retrieved snippet (the query's canonical, another snippet that "
-                "passes or fails the query's tests, or one of its own distractors) and whether the generated code "
-                "passed.",
-            ),
-            _figure_html(
-                _plot_bug_types(summary),
-                "bug inheritance and repair by bug type",
-                "Generations given a context snippet that fails the tests, by that snippet's bug type: repair = "
-                "the generation passes; inheritance = it fails with the snippet's per-assert pattern.",
-            ),
-        ]
-    )
-    body = f"""
-<h1>{e(title)}</h1>
-<p class="meta">{e(meta)}</p>
-{_headline(summary)}
-<p class="note">{e(llm_line)}</p>
-<h2>Retrieval and generation</h2>
-<div class="plots">{plots}</div>
-{_conditions_table(summary)}
-<h2>Propagation: how retrieval errors reach the generated code</h2>
-<div class="plots">{propagation_plots}</div>
-{_propagation_table(summary, run.records)}
-<h2 id="attribution">What retrieval did to this agent: paired per query</h2>
-{_attribution_section(summary)}
-<h2>By bug type</h2>
-{_bug_table(summary)}
-<h2>By domain</h2>
-{_domain_table(summary)}
-<h2>Queries</h2>
-{_per_query(run, pool)}
-"""
-    digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
-    csp = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{e(csp)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="generator" content="agentbench">'
-        f"<title>{e(title)}</title><style>{_CSS}</style></head>"
-        f"<body>{body}<script>{_SCRIPT}</script></body></html>\n"
-    )
+    return _env().get_template("report.html.j2").render(_context(run, pool))
 
 
 def write_html(run: RunData | str | Path, path: str | Path, pool: Pool | str | None = None) -> Path:
@@ -799,7 +612,4 @@ def write_html(run: RunData | str | Path, path: str | Path, pool: Pool | str | N
             pool = None
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(render_html(data, pool), encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return atomic_write_text(out, render_html(data, pool))

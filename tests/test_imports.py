@@ -51,15 +51,9 @@ LAYER_ROOTS: dict[str, tuple[str, ...]] = {
     "execution": ("agentbench.execution",),
 }
 
-# Known circles that are someone else's to remove (issue 16, in progress). Each is a chain: every module
-# imports the next, the last imports the first. Keep this short: test_allowlists_are_not_stale fails as
-# soon as a listed circle is gone, so the entry must then be deleted.
-ALLOWED_CYCLES: dict[tuple[str, ...], str] = {
-    # rerank.make_reranking/parse_reranker load the rerankers, which subclass rerank.Reranker: the shared
-    # types move out of rerank.py with the rerank stage (issue 16, deliverable 2).
-    ("agentbench.retrieval.rerank", "agentbench.retrieval.rerank_ce"): "rerank stage, issue 16",
-    ("agentbench.retrieval.rerank", "agentbench.retrieval.rerank_consensus"): "rerank stage, issue 16",
-}
+# Known circles, each a chain (every module imports the next, the last the first), with the reason it
+# still exists. Keep this empty: test_allowlists_are_not_stale fails as soon as a listed circle is gone.
+ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
 
 # Known upward (or pools <-> agent) imports, importer -> imported, with the reason they still exist.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}

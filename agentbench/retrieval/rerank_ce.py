@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import ModelError
 from ._env import prepare_environment
-from .rerank import Reranker, RerankerUnavailable, RerankInput, RerankOutcome, Sandbox, stable_order
+from .rerank_base import Reranker, RerankerUnavailable, RerankInput, RerankOutcome, Sandbox, stable_order
 
 __all__ = ["CrossEncoderReranker"]
 

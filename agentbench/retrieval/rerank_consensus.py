@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ..execution.base import Job
-from .rerank import Reranker, RerankInput, RerankOutcome, Sandbox, stable_order
+from .rerank_base import Reranker, RerankInput, RerankOutcome, Sandbox, stable_order
 
 __all__ = ["ConsensusReranker", "derive_inputs", "probe_tests", "DEFAULT_MAX_INPUTS"]
 

@@ -5,8 +5,12 @@
     result = agentbench.evaluate(pool="core", retriever=my_retriever, agent=my_agent, limit=10)
     result.summary["conditions"]["rag"]["pass_rate"], result.run_dir
 
-    scores = agentbench.retrieve(pool="core", retriever=my_retriever)
+    scores = agentbench.retrieve(pool="core", retriever=my_retriever, limit=50, rerank="exec-visible")
     scores["metrics"]["exec@1"]
+
+Settings are the fields of :class:`~agentbench.retrieval.settings.RetrievalSettings` (retrieval) and
+:class:`~agentbench.pipeline.RunConfig` (a run, which extends them); both are validated once, here, and
+immutable afterwards.
 
 ``retriever`` and ``agent`` are plug-in objects or ``"module:attr"`` strings (see
 :mod:`agentbench.retrieval.plugin` and :mod:`agentbench.agent.plugin` for the accepted shapes); without
@@ -23,9 +27,10 @@ from typing import Any
 
 from .errors import ConfigError
 from .pipeline import RunConfig, RunResult
-from .retrieval import DEFAULT_EMBEDDER, DEFAULT_KS
+from .retrieval import DEFAULT_EMBEDDER
+from .retrieval.settings import RetrievalSettings, settings_from
 
-__all__ = ["evaluate", "retrieve", "retrieve_all", "run_config"]
+__all__ = ["evaluate", "evaluate_config", "retrieve", "retrieve_all", "run_config", "retrieval_settings"]
 
 
 def run_config(**fields: Any) -> RunConfig:
@@ -33,11 +38,17 @@ def run_config(**fields: Any) -> RunConfig:
     unknown = sorted(set(fields) - set(RunConfig.model_fields))
     if unknown:
         raise ConfigError(f"unknown option {unknown[0]!r}: see agentbench.RunConfig for the settings")
-    try:
-        return RunConfig(**fields)
-    except ValueError as exc:  # pydantic: a value of the wrong type
-        first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": ("?",), "msg": str(exc)}
-        raise ConfigError(f"option {first['loc'][0]!r}: {first['msg']}") from None
+    return settings_from(RunConfig, fields)
+
+
+def retrieval_settings(**fields: Any) -> RetrievalSettings:
+    """Validated :class:`RetrievalSettings`; an unknown or mistyped one is a ConfigError."""
+    unknown = sorted(set(fields) - set(RetrievalSettings.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown option {unknown[0]!r}: see agentbench.retrieval.settings.RetrievalSettings for the settings"
+        )
+    return settings_from(RetrievalSettings, fields)
 
 
 def evaluate(
@@ -48,38 +59,55 @@ def evaluate(
     embedder: str = DEFAULT_EMBEDDER,
     llm: str | None = None,
     conditions: Sequence[str] | None = None,
-    limit: int | None = None,
-    sandbox: str = "auto",
     run_dir: str | Path | None = None,
-    resume: bool = False,
-    seed: int = 0,
     show_progress: bool = False,
     **options: Any,
 ) -> RunResult:
     """Run the end-to-end evaluation (``agentbench run``) and return its records and summary.
 
-    ``options`` are the other :class:`~agentbench.pipeline.RunConfig` settings (``k``, ``concurrency``,
-    ``prompt``, ``timeout``, ``max_tokens``, ``api_base``, ``rerank``, ...).
+    ``options`` are the other :class:`~agentbench.pipeline.RunConfig` settings (``k``, ``limit``,
+    ``sandbox``, ``seed``, ``resume``, ``concurrency``, ``prompt``, ``timeout``, ``max_tokens``,
+    ``api_base``, ``rerank``, ...).
     """
-    from .pipeline import evaluate as run_pipeline
-
-    # paths (store_dir=, prompt=) may be Path objects, as in retrieve(); RunConfig stores strings
-    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
-    fields: dict[str, Any] = dict(
-        pool=pool, embedder=embedder, limit=limit, sandbox=sandbox, resume=resume, seed=seed, **options
-    )
+    fields: dict[str, Any] = dict(pool=pool, embedder=embedder, **options)
     if llm is not None:
         fields["llm"] = llm
     if conditions is not None:
         fields["conditions"] = [conditions] if isinstance(conditions, str) else list(conditions)
     if run_dir is not None:
-        fields["run_dir"] = str(run_dir)
+        fields["run_dir"] = os.fspath(run_dir)
     if isinstance(retriever, str):
         fields["retriever"], retriever = retriever, None
     if isinstance(agent, str):
         fields["agent"], agent = agent, None
     config = run_config(**fields)
-    return run_pipeline(config, agent=agent, retriever=retriever, show_progress=show_progress)
+    return evaluate_config(config, agent=agent, retriever=retriever, show_progress=show_progress)
+
+
+def evaluate_config(
+    config: RunConfig,
+    *,
+    client: Any = None,
+    agent: Any = None,
+    retriever: Any = None,
+    show_progress: bool = True,
+) -> RunResult:
+    """Run (or resume) the pipeline for ``config``, then summarise it into the run directory.
+
+    ``client`` is an :class:`~agentbench.agent.LLMClient` to use instead of one built from ``config``;
+    ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
+    :mod:`agentbench.retrieval.plugin`).
+    """
+    from .analysis import render_report, summarize
+    from .pipeline import run_pipeline
+
+    result = run_pipeline(
+        config, client=client, agent=agent, retriever=retriever, show_progress=show_progress
+    )
+    result.summary = summarize(result.records, result.retrieval, result.llm_stats, result.config)
+    result.directory.write_summary(result.summary)
+    result.directory.write_report(render_report(result.summary))
+    return result
 
 
 def retrieve_all(
@@ -87,56 +115,39 @@ def retrieve_all(
     *,
     embedders: Sequence[str] = (),
     retrievers: Sequence[Any] = (),
-    ks: Sequence[int] = DEFAULT_KS,
-    limit: int | None = None,
-    sandbox: str = "auto",
-    sandbox_workers: int | None = None,
-    timeout: float = 10.0,
-    seed: int = 0,
-    store_dir: str | Path = "stores",
-    chroma_url: str | None = None,
-    rerank: str | None = None,
-    visible_tests: str = "0.5",
-    rerank_k: int = 10,
+    settings: RetrievalSettings | None = None,
     show_progress: bool = False,
+    **options: Any,
 ) -> list[dict]:
     """Retrieval-only scoring of several embedders and retriever plug-ins on one pool, sharing the
-    sandbox and caches; one results dict (ExecRetrieval's per-model schema) each, embedders first."""
+    sandbox and caches; one results dict (ExecRetrieval's per-model schema) each, embedders first.
+
+    ``settings`` (or, instead, its fields as keyword ``options``: ``ks``, ``limit``, ``sandbox``,
+    ``timeout``, ``seed``, ``store_dir``, ``rerank``, ...) say how retrieval is run and scored.
+    """
     from .execution import make_executor
     from .execution.cache import ExecCache
     from .pools import load_pool
     from .retrieval import EmbeddingCache, evaluate_retrieval, parse_embedder
     from .retrieval.plugin import check_retriever
-    from .retrieval.rerank import RerankerUnavailable, make_reranking
-    from .retrieval.store import parse_chroma_url
+    from .retrieval.rerank import reranking_for
 
+    if settings is not None and options:
+        raise ConfigError(f"pass settings= or keyword settings, not both (got {sorted(options)[0]!r})")
+    settings = settings or retrieval_settings(**options)
     if not embedders and not retrievers:
         embedders = [DEFAULT_EMBEDDER]
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be at least 1, got {limit}")
-    if chroma_url is not None:
-        parse_chroma_url(chroma_url)
-    reranking = None
-    if rerank:
-        try:
-            reranking = make_reranking(rerank, visible_tests, rerank_k, seed)
-        except RerankerUnavailable as exc:
-            import sys
-
-            print(f"agentbench: rerank: {exc}", file=sys.stderr)
     parsed = [parse_embedder(s) for s in dict.fromkeys(embedders)]
     for e in parsed:  # missing keys or models fail here, before any work
         e.check()
     plugins = [check_retriever(r) for r in retrievers]  # import and signature problems, before any work
+    reranking = reranking_for(settings)
     loaded = load_pool(pool)
-    if limit:
-        loaded = loaded.model_copy(update={"queries": loaded.queries[:limit]})
+    if settings.limit:
+        loaded = loaded.model_copy(update={"queries": loaded.queries[: settings.limit]})
     results: list[dict] = []
-    common = dict(
-        ks=ks, store_dir=store_dir, chroma_url=chroma_url, timeout=timeout, seed=seed, rerank=reranking
-    )
     with (
-        make_executor(sandbox, sandbox_workers) as executor,
+        make_executor(settings.sandbox, settings.sandbox_workers) as executor,
         ExecCache() as cache,
         EmbeddingCache() as vectors,
     ):
@@ -146,10 +157,11 @@ def retrieve_all(
                     loaded,
                     e,
                     executor,
+                    settings,
                     exec_cache=cache,
                     embed_cache=vectors,
                     progress=show_progress,
-                    **common,
+                    rerank=reranking,
                 )
             )
         for obj, name in plugins:
@@ -158,11 +170,12 @@ def retrieve_all(
                     loaded,
                     None,
                     executor,
+                    settings,
                     retriever=obj,
                     retriever_name=name,
                     exec_cache=cache,
                     progress=show_progress,
-                    **common,
+                    rerank=reranking,
                 )
             )
     return results
@@ -174,7 +187,8 @@ def retrieve(
     """Retrieval-only scoring (``agentbench retrieve``) of one retriever plug-in or embedder: exec@k,
     nDCG, MRR and rank-1 failure diagnostics, plus ``errors`` (queries the plug-in failed on).
 
-    ``options`` are those of :func:`retrieve_all` (``ks``, ``limit``, ``sandbox``, ``timeout``, ...).
+    ``options`` are those of :func:`retrieve_all` (``settings``, or ``ks``, ``limit``, ``sandbox``,
+    ``timeout``, ...).
     """
     if retriever is not None:
         return retrieve_all(pool, retrievers=[retriever], **options)[0]

@@ -49,7 +49,9 @@ Key = str | tuple[str, ...]
 """A cache key: a string, or a tuple of strings (stored as a JSON array, read back as a tuple)."""
 
 _TIMEOUT_S = 60.0
-"""How long a writer waits for another process's transaction before giving up (SQLite busy timeout)."""
+"""How long a writer waits for another process's transaction before giving up (SQLite busy timeout);
+then ``diskcache.Timeout`` is raised. (diskcache's own ``retry=True`` is not used: it retries every
+SQLite error, a read-only database included, forever.)"""
 
 
 def cache_dir() -> Path:
@@ -149,7 +151,7 @@ class JSONCache:
 
     def get(self, key: Key, default: Any = None) -> Any:
         try:
-            return self._cache.get(key, default, retry=True)
+            return self._cache.get(key, default)
         except _NotJSON:
             return default
 
@@ -163,14 +165,14 @@ class JSONCache:
         return found
 
     def set(self, key: Key, value: Any) -> None:
-        self._cache.set(key, value, retry=True)
+        self._cache.set(key, value)
 
     def set_many(self, items: Iterable[tuple[Key, Any]]) -> int:
         """Store every pair in one transaction (all or nothing); returns how many were written."""
         items = list(items)
         if not items:
             return 0
-        with self._cache.transact(retry=True):
+        with self._cache.transact():
             for key, value in items:
                 self._cache.set(key, value)
         return len(items)

@@ -42,6 +42,7 @@ def phase(args: argparse.Namespace) -> None:
     from agentbench.pools import load_pool
     from agentbench.retrieval import EmbeddingCache, evaluate_retrieval, parse_embedder
     from agentbench.retrieval._env import prepare_environment
+    from agentbench.retrieval.settings import RetrievalSettings
 
     prepare_environment()
     embedder = parse_embedder(args.embedder)
@@ -60,7 +61,7 @@ def phase(args: argparse.Namespace) -> None:
             pool,
             embedder,
             executor,
-            store_dir=args.store_dir,
+            RetrievalSettings(store_dir=args.store_dir),
             exec_cache=exec_cache,
             embed_cache=embed_cache,
             progress=False,

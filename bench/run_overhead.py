@@ -114,7 +114,8 @@ class Timed:
 def harness_share(limit: int, sandbox: str, max_tokens: int, root: Path) -> float:
     from agentbench.agent import LLMClient
     from agentbench.agent.local import llama_threads, load_local_model
-    from agentbench.pipeline import RunConfig, evaluate
+    from agentbench.api import evaluate_config as evaluate
+    from agentbench.pipeline import RunConfig
 
     evaluate_module = sys.modules["agentbench.pipeline.evaluate"]
 

@@ -11,7 +11,8 @@ import pytest
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import register_provider
 from agentbench.analysis.attribution import attribution
-from agentbench.pipeline import RunConfig, evaluate
+from agentbench.api import evaluate_config as evaluate
+from agentbench.pipeline import RunConfig
 from agentbench.pipeline.records import RunRecord
 from agentbench.pools import load_pool
 

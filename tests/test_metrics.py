@@ -35,6 +35,7 @@ from agentbench.retrieval.metrics import (
     reciprocal_rank,
 )
 from agentbench.retrieval.search import tie_key
+from agentbench.retrieval.settings import RetrievalSettings
 
 # ---------------------------------------------------------------- pure functions
 
@@ -227,7 +228,7 @@ def tiny_results(tmp_path_factory) -> dict:
             pool,
             FixedEmbedder(),
             executor,
-            store_dir=root / "stores",
+            RetrievalSettings(store_dir=root / "stores"),
             exec_cache=cache,
             embed_cache=vectors,
             progress=False,

@@ -19,7 +19,8 @@ import pytest
 import agentbench
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import register_provider
-from agentbench.pipeline import RunConfig, evaluate
+from agentbench.api import evaluate_config as evaluate
+from agentbench.pipeline import RunConfig
 
 from .conftest import ROOT
 from .test_pipeline import Copycat

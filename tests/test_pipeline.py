@@ -22,7 +22,8 @@ import pytest
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.errors import ConfigError
-from agentbench.pipeline import RunConfig, evaluate
+from agentbench.api import evaluate_config as evaluate
+from agentbench.pipeline import RunConfig
 
 from .conftest import ROOT, run_cli
 
@@ -149,7 +150,8 @@ def test_resume_after_kill_gives_same_records(tmp_path: Path) -> None:
             f"""
             import sys
             from agentbench.agent import LLMClient
-            from agentbench.pipeline import RunConfig, evaluate
+            from agentbench.api import evaluate_config as evaluate
+            from agentbench.pipeline import RunConfig
             register_provider("copycat", Copycat(delay=float(sys.argv[2])))
             cfg = RunConfig(llm="copycat/m", embedder="bm25", limit=6, sandbox="process", concurrency=1,
                             run_dir=sys.argv[1], resume=True, store_dir={str(tmp_path / "stores")!r})

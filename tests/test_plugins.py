@@ -27,7 +27,7 @@ from agentbench import AgentReply, ConfigError, CorpusDoc, Task
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import register_provider
 from agentbench.pipeline import RunConfig
-from agentbench.pipeline import evaluate as run_pipeline
+from agentbench.api import evaluate_config as run_pipeline
 from agentbench.retrieval import open_searcher, parse_embedder
 
 from .conftest import ROOT, run_cli

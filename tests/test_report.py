@@ -27,7 +27,8 @@ from agentbench.agent import LLMClient
 from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.analysis.compare import load_run
 from agentbench.analysis.html import _distractor_marks, render_html, write_html
-from agentbench.pipeline import RunConfig, evaluate
+from agentbench.api import evaluate_config as evaluate
+from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
 
 HOSTILE = (

@@ -4,13 +4,14 @@ from .compare import compare_sources, load_run, load_sources, paired_stats
 from .gate import evaluate_gate, gate_results, parse_thresholds, write_junit
 from .html import render_html, write_html
 from .propagation import summarize
-from .report import print_summary, write_report
+from .report import print_summary, render_report, write_report
 from .stats import proportion
 
 __all__ = [
     "summarize",
     "print_summary",
     "write_report",
+    "render_report",
     "proportion",
     "load_run",
     "load_sources",

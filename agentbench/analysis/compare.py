@@ -29,7 +29,8 @@ from scipy.stats import binomtest
 
 from ..errors import ConfigError
 from ..pipeline.config import RunConfig
-from ..pipeline.records import RecordLog, RunRecord
+from ..pipeline.records import RunRecord
+from ..pipeline.rundir import RunDirectory
 from .attribution import query_outcomes, retrieval_indicators
 
 __all__ = [
@@ -109,22 +110,12 @@ def load_run(path: str | Path) -> RunData:
     """Load a run directory; a run killed before its summary was written is summarised from its records."""
     from .propagation import SUMMARY_VERSION, summarize
 
-    run_dir = Path(path)
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir} is not a directory; pass a run directory written by `agentbench run`")
-    config_file = run_dir / "config.json"
-    if not config_file.exists():
-        raise ConfigError(f"{run_dir} has no config.json; it is not an agentbench run directory")
-    try:
-        config = RunConfig.model_validate_json(config_file.read_text())
-    except ValueError as exc:
-        raise ConfigError(f"{config_file} is unreadable: {str(exc).splitlines()[0]}") from exc
-    retrieval_file = run_dir / "retrieval.json"
-    retrieval = _read_json(retrieval_file) if retrieval_file.exists() else {}
-    records = RecordLog(run_dir / "records.jsonl").load()
-    summary_file = run_dir / "summary.json"
-    if summary_file.exists():
-        summary = _read_json(summary_file)
+    directory = RunDirectory.open(path)
+    config = directory.config
+    retrieval = directory.read_retrieval()
+    records = directory.load_records()
+    summary = directory.read_summary()
+    if summary is not None:
         if summary.get("schema_version", 0) < SUMMARY_VERSION and (records or retrieval):
             # an older summary lacks newer sections (attribution): recompute it from the records, keeping
             # the LLM call counts that only the original run knew
@@ -135,8 +126,8 @@ def load_run(path: str | Path) -> RunData:
     elif records or retrieval:
         summary = summarize(records, retrieval, {}, config)
     else:
-        raise ConfigError(f"{run_dir} has neither records nor a summary yet; nothing to report")
-    return RunData(run_dir, config, retrieval, records, summary)
+        raise ConfigError(f"{directory.path} has neither records nor a summary yet; nothing to report")
+    return RunData(directory.path, config, retrieval, records, summary)
 
 
 def _exec_outcomes(retrieval: dict) -> dict[str, dict[str, int]]:

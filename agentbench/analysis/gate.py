@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..agent import CONDITIONS
 from ..errors import ConfigError
+from ..pipeline.conditions import DEFAULT_CONDITIONS
 from ..pipeline.records import RunRecord
 
 __all__ = [
@@ -64,7 +64,7 @@ _RETRIEVAL = re.compile(r"^(?:(?:exec|precision|ndcg|exec_ndcg_gap)@[1-9][0-9]*|
 _FLAG = {"fail_under": "--fail-under", "fail_over": "--fail-over", "max_drop": "--max-drop"}
 _METRIC_FORMS = (
     "exec@K, precision@K, ndcg@K, mrr, <condition>.pass (e.g. "
-    f"{', '.join(c + '.pass' for c in CONDITIONS)}), {', '.join(_PROPAGATION)}, {', '.join(_ATTRIBUTION)}"
+    f"{', '.join(c + '.pass' for c in DEFAULT_CONDITIONS)}), {', '.join(_PROPAGATION)}, {', '.join(_ATTRIBUTION)}"
 )
 
 

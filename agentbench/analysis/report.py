@@ -7,6 +7,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..files import atomic_write_text
+
 __all__ = ["write_report", "print_summary", "attribution_rows"]
 
 
@@ -158,7 +160,8 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
         console.print(attr)
 
 
-def write_report(path: Path, summary: dict) -> None:
+def render_report(summary: dict) -> str:
+    """The summary as markdown (``report.md``)."""
     run = summary["run"]
     lines = [
         f"# agentbench run: {run['llm']} with {run['embedder']} on {run['pool']}",
@@ -179,4 +182,8 @@ def write_report(path: Path, summary: dict) -> None:
             *(f"| {a} | {b} |" for a, b in rows),
             "",
         ]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
+def write_report(path: Path, summary: dict) -> None:
+    atomic_write_text(path, render_report(summary))

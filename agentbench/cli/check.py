@@ -52,7 +52,7 @@ def precheck(config, thresholds: list) -> None:
     from ..analysis.gate import check_available
 
     if thresholds:
-        check_available(thresholds, config.model_copy(deep=True).validate_values().conditions)
+        check_available(thresholds, config.conditions)
 
 
 def enforce(

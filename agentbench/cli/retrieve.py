@@ -6,11 +6,7 @@ Retrieval modules are imported inside the command so that ``agentbench --help`` 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +14,21 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from ..files import atomic_write_json, slug
+from .options import (
+    DEFAULTS,
+    ChromaUrlOpt,
+    LimitOpt,
+    RerankKOpt,
+    RerankOpt,
+    SandboxOpt,
+    SandboxWorkersOpt,
+    SeedOpt,
+    StoreDirOpt,
+    TimeoutOpt,
+    VisibleTestsOpt,
+)
 
 console = Console()
 
@@ -27,16 +38,14 @@ EMBEDDER_HELP = (
 )
 
 
-def _slug(name: str, taken: set[str]) -> str:
-    """A file name for an embedder spec; long specs (local model paths) keep their tail and a hash."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "embedder"
-    if len(base) > 64:
-        base = base[-48:].strip("._-") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    slug, n = base, 2
-    while slug in taken:
-        slug, n = f"{base}-{n}", n + 1
-    taken.add(slug)
-    return slug
+def _file_name(name: str, taken: set[str]) -> str:
+    """A results file name per embedder spec, unique within the directory."""
+    base = slug(name, 64)
+    name_, n = base, 2
+    while name_ in taken:
+        name_, n = f"{base}-{n}", n + 1
+    taken.add(name_)
+    return name_
 
 
 def _fresh_dir(path: Path) -> Path:
@@ -45,19 +54,6 @@ def _fresh_dir(path: Path) -> Path:
     while candidate.exists():
         candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
     return candidate
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Atomic write: a results file is complete or absent."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fmt(value: float | None, ci: list[float] | None = None) -> str:
@@ -210,51 +206,25 @@ def retrieve(
             "(query, k) or a factory taking the corpus). Scored alongside any --embedder.",
         ),
     ] = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N queries of the pool.")
-    ] = None,
+    limit: LimitOpt = DEFAULTS["limit"],
     out: Annotated[
         Path | None, typer.Option("--out", help="Results directory (default runs/retrieval-<timestamp>/).")
     ] = None,
-    store_dir: Annotated[
-        Path, typer.Option("--store-dir", help="Where Chroma collections are persisted.")
-    ] = Path("stores"),
-    chroma_url: Annotated[
-        str | None, typer.Option("--chroma-url", help="Use a Chroma server (http://host:port) instead.")
-    ] = None,
-    sandbox: Annotated[str, typer.Option("--sandbox", help="Executor: auto, docker, process.")] = "auto",
-    workers: Annotated[
-        int | None, typer.Option("--sandbox-workers", help="Parallel workers (default: cores).")
-    ] = None,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per execution.")] = 10.0,
-    seed: Annotated[
-        int, typer.Option(help="Seed of the bootstrap intervals and of the --rerank test split.")
-    ] = 0,
+    store_dir: StoreDirOpt = DEFAULTS["store_dir"],
+    chroma_url: ChromaUrlOpt = DEFAULTS["chroma_url"],
+    sandbox: SandboxOpt = DEFAULTS["sandbox"],
+    workers: SandboxWorkersOpt = DEFAULTS["sandbox_workers"],
+    timeout: TimeoutOpt = DEFAULTS["timeout"],
+    seed: SeedOpt = DEFAULTS["seed"],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
-    rerank: Annotated[
-        str | None,
-        typer.Option(
-            "--rerank",
-            help="Rerank the top k: exec-visible, exec-consensus or ce:<model>. Metrics then use held-out "
-            "asserts only, before and after.",
-        ),
-    ] = None,
-    visible_tests: Annotated[
-        str,
-        typer.Option(
-            "--visible-tests", help="With --rerank: visible asserts per query, a count N or a fraction."
-        ),
-    ] = "0.5",
-    rerank_k: Annotated[int, typer.Option("--rerank-k", help="With --rerank: candidates reranked.")] = 10,
+    rerank: RerankOpt = DEFAULTS["rerank"],
+    visible_tests: VisibleTestsOpt = DEFAULTS["visible_tests"],
+    rerank_k: RerankKOpt = DEFAULTS["rerank_k"],
 ) -> None:
     """Score retrieval on a pool: exec@1/3/5/10, nDCG, MRR and rank-1 failure diagnostics per embedder."""
-    from ..api import retrieve_all
+    from ..api import retrieval_settings, retrieve_all
 
-    out_dir = out or _fresh_dir(Path("runs") / f"retrieval-{time.strftime('%Y%m%d-%H%M%S')}")
-    results = retrieve_all(
-        pool,
-        embedders=embedder or [],
-        retrievers=retriever or [],
+    settings = retrieval_settings(
         limit=limit,
         sandbox=sandbox,
         sandbox_workers=workers,
@@ -265,14 +235,17 @@ def retrieve(
         rerank=rerank,
         visible_tests=visible_tests,
         rerank_k=rerank_k,
-        show_progress=True,
+    )
+    out_dir = out or _fresh_dir(Path("runs") / f"retrieval-{time.strftime('%Y%m%d-%H%M%S')}")
+    results = retrieve_all(
+        pool, embedders=embedder or [], retrievers=retriever or [], settings=settings, show_progress=True
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     taken: set[str] = set()
     for res in results:
-        path = out_dir / f"{_slug(res['model'], taken)}.json"
-        _write_json(path, res)
+        path = out_dir / f"{_file_name(res['model'], taken)}.json"
+        atomic_write_json(path, res, indent=1)
         files.append(path)
     if as_json:
         summary = {
@@ -293,7 +266,14 @@ def retrieve(
         return
     console.print(_table(results, pool))
     console.print(_breakdowns(results))
-    if "rerank" in results[0]:
+    skipped = results[0].get("rerank", {}).get("skipped")
+    if skipped:
+        console.print(
+            f"reranking skipped ({skipped}); every metric is on held-out asserts",
+            highlight=False,
+            markup=False,
+        )
+    elif "rerank" in results[0]:
         console.print(_rerank_table(results))
         for r in results:
             rr = r["rerank"]

@@ -1,4 +1,4 @@
-"""`agentbench run`: end-to-end agent evaluation (a thin wrapper over agentbench.pipeline.evaluate)."""
+"""`agentbench run`: end-to-end agent evaluation (a thin wrapper over agentbench.api.evaluate_config)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..agent import CONDITIONS, DEFAULT_MODEL
+from ..agent import DEFAULT_MODEL
+from ..pipeline.conditions import DEFAULT_CONDITIONS, available
 from ..retrieval import DEFAULT_EMBEDDER
 from .check import (  # CI gate (issue 6)
     FailOverOpt,
@@ -17,6 +18,19 @@ from .check import (  # CI gate (issue 6)
     enforce,
     parse_gate,
     precheck,
+)
+from .options import (
+    DEFAULTS,
+    ChromaUrlOpt,
+    LimitOpt,
+    RerankKOpt,
+    RerankOpt,
+    SandboxOpt,
+    SandboxWorkersOpt,
+    SeedOpt,
+    StoreDirOpt,
+    TimeoutOpt,
+    VisibleTestsOpt,
 )
 
 
@@ -43,12 +57,15 @@ def run(
     ] = None,
     pool: Annotated[str, typer.Option(help="`core`, `execretrieval` or a pool directory.")] = "core",
     conditions: Annotated[
-        str, typer.Option(help=f"Comma-separated subset of {','.join(CONDITIONS)}.")
-    ] = ",".join(CONDITIONS),
+        str,
+        typer.Option(
+            help=f"Comma-separated subset of {','.join(available(rerank=True))} (rag_reranked needs --rerank)."
+        ),
+    ] = ",".join(DEFAULT_CONDITIONS),
     k: Annotated[
         int, typer.Option("--k", help="Retrieved snippets given as context in the rag condition.")
     ] = 1,
-    limit: Annotated[int | None, typer.Option(help="Only the first N queries of the pool.")] = None,
+    limit: LimitOpt = DEFAULTS["limit"],
     concurrency: Annotated[int, typer.Option(help="Concurrent LLM requests.")] = 4,
     run_dir: Annotated[
         str | None, typer.Option(help="Run directory (default runs/<timestamp>-<llm>-<embedder>).")
@@ -56,36 +73,21 @@ def run(
     resume: Annotated[
         bool, typer.Option(help="Continue the run in --run-dir without redoing finished records.")
     ] = False,
-    seed: Annotated[
-        int,
-        typer.Option(
-            help="Seed for the distractor choice, LLM sampling, bootstrap and the --rerank test split."
-        ),
-    ] = 0,
+    seed: SeedOpt = DEFAULTS["seed"],
     prompt: Annotated[
         str | None, typer.Option(help="A prompt template file or directory of <condition>.md files.")
     ] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL for the LLM.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Maximum tokens per generation.")] = 1024,
-    sandbox: Annotated[str, typer.Option(help="Executor: auto, docker or process.")] = "auto",
-    sandbox_workers: Annotated[int | None, typer.Option(help="Sandbox workers (default: cores).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per execution.")] = 10.0,
-    store_dir: Annotated[str, typer.Option(help="Where Chroma stores are persisted.")] = "stores",
-    chroma_url: Annotated[
-        str | None, typer.Option(help="Use a Chroma server instead of the embedded store.")
-    ] = None,
+    sandbox: SandboxOpt = DEFAULTS["sandbox"],
+    sandbox_workers: SandboxWorkersOpt = DEFAULTS["sandbox_workers"],
+    timeout: TimeoutOpt = DEFAULTS["timeout"],
+    store_dir: StoreDirOpt = DEFAULTS["store_dir"],
+    chroma_url: ChromaUrlOpt = DEFAULTS["chroma_url"],
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
-    rerank: Annotated[
-        str | None,
-        typer.Option(
-            help="Rerank the top k (exec-visible, exec-consensus, ce:<model>): adds the rag_reranked "
-            "condition and scores every condition on held-out asserts."
-        ),
-    ] = None,
-    visible_tests: Annotated[
-        str, typer.Option(help="With --rerank: visible asserts per query, a count N or a fraction.")
-    ] = "0.5",
-    rerank_k: Annotated[int, typer.Option(help="With --rerank: candidates reranked.")] = 10,
+    rerank: RerankOpt = DEFAULTS["rerank"],
+    visible_tests: VisibleTestsOpt = DEFAULTS["visible_tests"],
+    rerank_k: RerankKOpt = DEFAULTS["rerank_k"],
     # --- CI gate (issue 6): options; the logic is agentbench.analysis.gate via cli/check.py ---
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
@@ -97,7 +99,7 @@ def run(
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
     from ..analysis import print_summary
-    from ..api import evaluate, run_config
+    from ..api import evaluate_config, run_config
 
     settings = dict(
         pool=pool,
@@ -130,7 +132,7 @@ def run(
     precheck(config, thresholds)
     as_json = as_json or output_format is OutputFormat.json
     # --- end CI gate ---
-    result = evaluate(**settings, show_progress=not as_json)
+    result = evaluate_config(config, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary, indent=2))
     else:

@@ -1,81 +1,103 @@
-"""The resolved configuration of a run; written to the run directory and checked on --resume."""
+"""The resolved configuration of a run; written to the run directory and checked on --resume.
+
+:class:`RunConfig` extends the retrieval stage's :class:`~agentbench.retrieval.settings.RetrievalSettings`
+(declared once, shared with ``agentbench retrieve``) with the generation settings. It is immutable: what is
+validated is what runs and what is written to ``config.json``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field, model_validator
 
-from ..agent import CONDITIONS, DEFAULT_MODEL
+from ..agent import DEFAULT_MODEL
 from ..errors import ConfigError
 from ..retrieval import DEFAULT_EMBEDDER
+from ..retrieval.settings import RetrievalSettings
+from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available
 
 __all__ = ["RunConfig", "RUN_SCHEMA_VERSION", "RAG_RERANKED"]
 
 RUN_SCHEMA_VERSION = 1
-RAG_RERANKED = "rag_reranked"  # --rerank: the rag prompt with the reranked top-k as context
 
 # Settings that cannot change any record; everything else must match for --resume.
-_NOT_OUTPUT_AFFECTING = {"concurrency", "run_dir", "resume", "sandbox_workers", "store_dir", "chroma_url"}
+_NOT_OUTPUT_AFFECTING = {
+    "schema_version",
+    "concurrency",
+    "run_dir",
+    "resume",
+    "sandbox_workers",
+    "store_dir",
+    "chroma_url",
+    "ks",
+}
 
 
-class RunConfig(BaseModel):
+class RunConfig(RetrievalSettings):
     schema_version: int = RUN_SCHEMA_VERSION
-    pool: str = "core"
-    llm: str = DEFAULT_MODEL
-    embedder: str = DEFAULT_EMBEDDER
+    pool: str = Field("core", description="`core`, `execretrieval` or a pool directory.")
+    llm: str = Field(DEFAULT_MODEL, description="Any LiteLLM model string, or local/qwen2.5-coder-1.5b|0.5b.")
+    embedder: str = Field(DEFAULT_EMBEDDER, description="minilm, bm25, st:<model>, litellm:<model>.")
     retriever: str | None = None
     """A retriever plug-in (``module:attr``, or the name of an object given to the Python API); replaces
     the embedder."""
     agent: str | None = None
     """An agent plug-in (as ``retriever``); replaces the LiteLLM agent, so ``llm`` and ``prompt`` are unused."""
-    conditions: list[str] = Field(default_factory=lambda: list(CONDITIONS))
+    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
     k: int = 1
-    limit: int | None = None
     concurrency: int = 4
-    seed: int = 0
     prompt: str | None = None
     api_base: str | None = None
     temperature: float = 0.0
     max_tokens: int = 1024
-    sandbox: str = "auto"
-    sandbox_workers: int | None = None
-    timeout: float = 10.0
-    store_dir: str = "stores"
-    chroma_url: str | None = None
     run_dir: str | None = None
     resume: bool = False
-    rerank: str | None = None
-    """--rerank NAME: score every condition on held-out asserts and add the rag_reranked condition."""
-    visible_tests: str = "0.5"
-    rerank_k: int = 10
 
-    def validate_values(self) -> RunConfig:
-        known = (*CONDITIONS, RAG_RERANKED) if self.rerank else CONDITIONS
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        """Conditions de-duplicated in order; with --rerank, rag_reranked follows rag."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("prompt", "run_dir"):  # Path objects are accepted
+            if data.get(key) is not None and not isinstance(data[key], str):
+                data[key] = str(data[key])
+        conditions = data.get("conditions")
+        if isinstance(conditions, str):
+            conditions = [conditions]
+        if conditions is not None:
+            conditions = list(dict.fromkeys(conditions))
+            if data.get("rerank") and "rag" in conditions and RAG_RERANKED not in conditions:
+                conditions.insert(conditions.index("rag") + 1, RAG_RERANKED)
+            data["conditions"] = tuple(conditions)
+        elif data.get("rerank"):
+            data["conditions"] = tuple(available(rerank=True))
+        return data
+
+    @model_validator(mode="after")
+    def _check_run(self) -> RunConfig:
+        known = available(rerank=bool(self.rerank))
         unknown = [c for c in self.conditions if c not in known]
         if unknown or not self.conditions:
             raise ConfigError(
                 f"unknown condition {unknown[0] if unknown else '(none)'!r}: use {', '.join(known)}"
             )
-        if self.rerank:  # issue 7: names and values checked before any work
-            from ..retrieval.rerank import Reranking, VisibleTests, parse_reranker
-
-            parse_reranker(self.rerank)
-            Reranking(None, VisibleTests.parse(self.visible_tests), self.rerank_k)
-            if "rag" in self.conditions and RAG_RERANKED not in self.conditions:
-                self.conditions.insert(self.conditions.index("rag") + 1, RAG_RERANKED)
         if self.k < 1:
             raise ConfigError(f"--k must be at least 1, got {self.k}")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--limit must be at least 1, got {self.limit}")
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
-        self.conditions = list(dict.fromkeys(self.conditions))
         if self.agent and self.prompt:
             raise ConfigError(
                 "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
             )
+        return self
+
+    def validate_values(self) -> RunConfig:
+        """Kept for callers of 0.1: a RunConfig is validated when it is made."""
         return self
 
     @property
@@ -88,5 +110,5 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of every setting that can change a record."""
-        data = self.model_dump(exclude=_NOT_OUTPUT_AFFECTING)
+        data = self.model_dump(mode="json", exclude=_NOT_OUTPUT_AFFECTING)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -9,14 +9,8 @@ stopped without redoing or duplicating anything.
 from __future__ import annotations
 
 import asyncio
-import json
-import random
-import re
-import sys
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
 from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
@@ -28,109 +22,63 @@ from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
 from ..progress import stderr
 from ..retrieval import evaluate_retrieval
-from ..retrieval.rerank import RerankerUnavailable, Reranking, VisibleTests, make_reranking
-from .config import RAG_RERANKED, RunConfig
-from .records import ContextKind, RecordLog, RunRecord
+from ..retrieval.rerank import reranking_for
+from .conditions import Condition, PlanInputs, get_condition
+from .config import RunConfig
+from .records import ContextKind, RunRecord
+from .rundir import RunDirectory
 
-__all__ = ["evaluate", "RunResult", "prepare_run_dir"]
+__all__ = ["run_pipeline", "RunResult"]
 
 
 @dataclass
 class RunResult:
-    run_dir: Path
+    """What a run produced; ``summary`` is filled in by the analysis stage (:func:`agentbench.api.evaluate_config`)."""
+
+    directory: RunDirectory
     config: RunConfig
     records: list[RunRecord]
     retrieval: dict
-    summary: dict
+    summary: dict = field(default_factory=dict)
     llm_stats: dict = field(default_factory=dict)
+
+    @property
+    def run_dir(self):  # noqa: ANN201 - a Path
+        return self.directory.path
 
 
 @dataclass
 class _Item:
     query: Query
-    condition: str
+    condition: Condition
     context_ids: list[str]
     kind: ContextKind
     error: str | None = None
     """The retriever plug-in failed on this query: no generation, a ``retriever_error`` record."""
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:40]
-
-
-def prepare_run_dir(config: RunConfig) -> Path:
-    """Create or reopen the run directory; refuse to mix two configurations in one directory."""
-    if config.run_dir:
-        run_dir = Path(config.run_dir)
-    else:
-        if config.resume:
-            raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        run_dir = Path("runs") / f"{stamp}-{_slug(config.agent_name)}-{_slug(config.retriever_name)}"
-    config_file = run_dir / "config.json"
-    if config_file.exists():
-        if not config.resume:
-            raise ConfigError(
-                f"{run_dir} already holds a run: pass --resume to continue it or choose another --run-dir"
-            )
-        try:
-            previous = RunConfig.model_validate_json(config_file.read_text())
-        except ValueError as exc:
-            raise ConfigError(f"{config_file} is unreadable; choose another --run-dir") from exc
-        if previous.fingerprint() != config.fingerprint():
-            raise ConfigError(
-                f"{run_dir} was started with different settings; resume with the same flags or choose another --run-dir"
-            )
-    elif config.resume and run_dir.exists() and any(run_dir.iterdir()):
-        raise ConfigError(f"{run_dir} has no config.json; it is not an agentbench run directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    data = config.model_dump()
-    data["run_dir"] = str(run_dir)
-    _write_json(config_file, data)
-    return run_dir
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-
-
-def _kind(query: Query, corpus_id: str) -> ContextKind:
-    if corpus_id in query.correct_corpus_ids:
-        return "canonical"
-    if corpus_id in query.paired_distractor_corpus_ids:
-        return "own_distractor"
-    return "other_snippet"
+def _ranking(per_query: list[dict]) -> dict[str, list[str]]:
+    return {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in per_query}
 
 
 def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
-    top = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in retrieval["per_query"]}
-    failed = {e["query_id"]: e["error"] for e in retrieval.get("errors", [])}
+    """Every (query, condition) of the run, in condition order, each condition building its context."""
     rr = retrieval.get("rerank") or {}
-    reranked = {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in rr.get("per_query", [])}
-    if rr.get("name") is None:  # no reranking, or a skipped reranker: no rag_reranked records
-        reranked = {}
+    inputs = PlanInputs(
+        ranked=_ranking(retrieval["per_query"]),
+        # no reranking, or a skipped reranker: no rag_reranked records
+        reranked=_ranking(rr.get("per_query", [])) if rr.get("name") is not None else {},
+        errors={e["query_id"]: e["error"] for e in retrieval.get("errors", [])},
+        k=config.k,
+        seed=config.seed,
+    )
     items: list[_Item] = []
-    for condition in config.conditions:
+    for name in config.conditions:
+        condition = get_condition(name)
         for q in pool.queries:
-            if condition == "closed_book":
-                items.append(_Item(q, condition, [], "none"))
-            elif condition == "rag":
-                ids = top[q.query_id][: config.k]
-                kind = _kind(q, ids[0]) if ids else "none"
-                items.append(_Item(q, condition, ids, kind, failed.get(q.query_id)))
-            elif condition == RAG_RERANKED and q.query_id in reranked:
-                ids = reranked[q.query_id][: config.k]
-                items.append(_Item(q, condition, ids, _kind(q, ids[0]) if ids else "none"))
-            elif condition == "oracle":
-                items.append(_Item(q, condition, [q.correct_corpus_ids[0]], "canonical"))
-            elif condition == "distractor" and q.paired_distractor_corpus_ids:
-                choice = random.Random(f"{config.seed}:{q.query_id}:distractor").choice(
-                    q.paired_distractor_corpus_ids
-                )
-                items.append(_Item(q, condition, [choice], "own_distractor"))
+            ctx = condition.plan(q, inputs)
+            if ctx is not None:
+                items.append(_Item(q, condition, list(ctx.ids), ctx.kind, ctx.error))
     return items
 
 
@@ -218,15 +166,13 @@ async def _generate_and_execute(
     ]
     generations = await asyncio.gather(
         *(
-            _skipped(t, it)
-            if it.error
-            else agent.generate(t, "rag" if it.condition == RAG_RERANKED else it.condition)
+            _skipped(t, it) if it.error else agent.generate(t, it.condition.template)
             for t, it in zip(tasks, items, strict=True)
         )
     )
     runnable = [i for i, g in enumerate(generations) if g.status == "ok"]
     exec_started = time.perf_counter()
-    jobs = [Job(generations[i].code, suites[items[i].query.query_id], config.timeout) for i in runnable]
+    jobs = [Job(generations[i].code, _suite(items[i], suites), config.timeout) for i in runnable]
     verdicts = dict(
         zip(runnable, await asyncio.to_thread(run_cached, executor, jobs, exec_cache), strict=True)
     )
@@ -250,7 +196,7 @@ async def _generate_and_execute(
         records.append(
             RunRecord(
                 query_id=it.query.query_id,
-                condition=it.condition,
+                condition=it.condition.name,
                 domain=it.query.domain,
                 context_ids=it.context_ids,
                 context_kind=it.kind,
@@ -284,7 +230,7 @@ async def _skipped(task: Task, item: _Item) -> Generation:
     """No generation for a query the retriever plug-in failed on."""
     return Generation(
         task_id=task.task_id,
-        condition=item.condition,
+        condition=item.condition.name,
         model="",
         messages=[],
         function_name=task.function_name,
@@ -306,17 +252,8 @@ def _context_verdicts(
     return {pair: list(r.results) for pair, r in zip(pairs, results, strict=True)}
 
 
-def _reranking(config: RunConfig) -> Reranking | None:
-    """--rerank: every condition is scored on held-out asserts; a reranker that cannot run here (a
-    cross-encoder offline) is skipped with one line, keeping the held-out scoring and no rag_reranked."""
-    if not config.rerank:
-        return None
-    try:
-        return make_reranking(config.rerank, config.visible_tests, config.rerank_k, config.seed)
-    except RerankerUnavailable as exc:
-        print(f"agentbench: rerank: {exc}", file=sys.stderr)
-        visible = VisibleTests.parse(config.visible_tests)
-        return Reranking(None, visible, config.rerank_k, config.seed, skipped=str(exc))
+def _suite(item: _Item, suites: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return item.condition.suite(item.query, suites[item.query.query_id])
 
 
 def _make_agent(
@@ -325,7 +262,7 @@ def _make_agent(
     """The agent under test: a plug-in (``config.agent``/``agent``) or the built-in LiteLLM agent; every
     configuration problem (missing key, unknown model, unimportable plug-in, bad template) fails here."""
     if agent is not None or config.agent:
-        if config.prompt:  # validate_values() cannot see an agent object from the Python API
+        if config.prompt:  # the config cannot see an agent object from the Python API
             raise ConfigError(
                 "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
             )
@@ -340,12 +277,12 @@ def _make_agent(
     )
     client.check()  # missing API key or unknown model: fail before any work
     built = Agent(client, prompt=config.prompt)
-    for condition in config.conditions:
-        built.template("rag" if condition == RAG_RERANKED else condition)
+    for name in config.conditions:  # a missing or malformed template fails before any work
+        built.template(get_condition(name).template)
     return built, client
 
 
-def evaluate(
+def run_pipeline(
     config: RunConfig,
     *,
     client: LLMClient | None = None,
@@ -353,25 +290,26 @@ def evaluate(
     retriever: object | None = None,
     show_progress: bool = True,
 ) -> RunResult:
-    """Run (or resume) an end-to-end evaluation and write its run directory.
+    """Run (or resume) an end-to-end evaluation: retrieval, reranking, generation and execution under
+    each condition, with records appended to the run directory as they finish.
 
     ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
     :mod:`agentbench.retrieval.plugin`); without them ``config.agent``/``config.retriever`` name plug-ins
     as ``module:attr``, and without those the built-in LiteLLM agent and embedder are used.
     """
-    from ..analysis import summarize, write_report
-
-    config.validate_values()
     the_agent, client = _make_agent(config, client, agent)
     retriever_name = None
     if retriever is not None or config.retriever:
         from ..retrieval.plugin import check_retriever
 
         retriever, retriever_name = check_retriever(retriever if retriever is not None else config.retriever)
+    named: dict[str, str] = {}
     if isinstance(the_agent, PluginAgent):
-        config.agent = the_agent.name  # objects from the Python API are recorded by name
+        named["agent"] = the_agent.name  # objects from the Python API are recorded by name
     if retriever_name:
-        config.retriever = retriever_name
+        named["retriever"] = retriever_name
+    if named:
+        config = config.model_copy(update=named)
     full = load_pool(config.pool)
     queries = full.queries[: config.limit] if config.limit else full.queries
     pool = full.model_copy(update={"queries": queries})
@@ -379,11 +317,11 @@ def evaluate(
         from ..retrieval.plugin import plugin_searcher
 
         retriever = plugin_searcher(retriever, pool, retriever_name)
-    run_dir = prepare_run_dir(config)
-    log = RecordLog(run_dir / "records.jsonl")
-    done = {r.key: r for r in log.load()}
+    directory = RunDirectory.create(config)
+    config = directory.config
+    done = {r.key: r for r in directory.load_records()}
     exec_cache = ExecCache()
-    reranking = _reranking(config)
+    reranking = reranking_for(config)
     suites = {
         q.query_id: reranking.split(q).held_out if reranking else tuple(q.test_suite) for q in pool.queries
     }
@@ -392,24 +330,21 @@ def evaluate(
             pool,
             config.embedder,
             executor,
+            config.retrieval_settings(),
             retriever=retriever,
             retriever_name=retriever_name,
-            store_dir=config.store_dir,
-            chroma_url=config.chroma_url,
             exec_cache=exec_cache,
-            timeout=config.timeout,
-            seed=config.seed,
             progress=show_progress,
             rerank=reranking,
         )
-        _write_json(run_dir / "retrieval.json", retrieval)
+        directory.write_retrieval(retrieval)
         items = _plan(pool, retrieval, config)
         context_verdicts = _context_verdicts(items, pool, executor, exec_cache, config.timeout, suites)
         metas = {d.corpus_id: d for d in pool.distractors}
-        todo = [it for it in items if (it.query.query_id, it.condition) not in done]
+        todo = [it for it in items if (it.query.query_id, it.condition.name) not in done]
         totals: dict[str, int] = {}
         for it in items:
-            totals[it.condition] = totals.get(it.condition, 0) + 1
+            totals[it.condition.name] = totals.get(it.condition.name, 0) + 1
         finished: dict[str, list[bool]] = {}
         for rec in done.values():
             if rec.scored:
@@ -429,25 +364,22 @@ def evaluate(
                     )
                 )
                 for rec in records:
-                    log.append(rec)
+                    directory.append_record(rec)
                     done[rec.key] = rec
                     if bar:
                         bar.record(rec)
         except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
             raise type(exc)(
-                f"{exc}; the {len(done)} record(s) finished so far are kept in {run_dir}: fix this, then "
-                f"continue with --resume --run-dir {run_dir}"
+                f"{exc}; the {len(done)} record(s) finished so far are kept in {directory.path}: fix this, then "
+                f"continue with --resume --run-dir {directory.path}"
             ) from exc
         finally:
             if bar:
                 bar.__exit__(None, None, None)
-    order = {(it.query.query_id, it.condition): i for i, it in enumerate(items)}
+    order = {(it.query.query_id, it.condition.name): i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     if client is not None:
         stats = client.stats.model_dump()
     else:
         stats = {"calls": getattr(the_agent, "calls", 0), "cache_hits": 0}
-    summary = summarize(records, retrieval, stats, config)
-    _write_json(run_dir / "summary.json", summary)
-    write_report(run_dir / "report.md", summary)
-    return RunResult(run_dir, config, records, retrieval, summary, stats)
+    return RunResult(directory, config, records, retrieval, llm_stats=stats)

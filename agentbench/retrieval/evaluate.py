@@ -9,22 +9,18 @@ fail rather than silently count as a miss (verdicts already obtained stay cached
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError, PoolError, SandboxError
 from ..execution import Executor, Job
-from ..execution.base import DEFAULT_TIMEOUT
 from ..execution.cache import ExecCache, run_cached
 from ..pools.models import Pool, Query
 from ..progress import progress_bar
 from .embcache import EmbeddingCache
 from .embedders import DenseEmbedder, Embedder, parse_embedder
 from .metrics import (
-    DEFAULT_KS,
     QueryRecord,
     Ranked,
     aggregate,
@@ -32,6 +28,7 @@ from .metrics import (
     diagnostics,
 )
 from .search import Hit, Searcher, open_searcher
+from .settings import RetrievalSettings
 
 if TYPE_CHECKING:
     from .rerank import Reranking
@@ -40,13 +37,6 @@ __all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
 
 RESULTS_VERSION = 1
 TOP_RESULTS = 10  # per query in the results file, as in the paper
-
-
-def _check_ks(ks: Sequence[int]) -> list[int]:
-    out = sorted(set(ks))
-    if not out or any(not isinstance(k, int) or k < 1 for k in out):
-        raise ConfigError(f"cutoffs must be positive integers, got {list(ks)}")
-    return out
 
 
 def _canonical_below_paired(query: Query, scores, position: dict[str, int]) -> bool | None:
@@ -92,21 +82,18 @@ def evaluate_retrieval(
     pool: Pool,
     embedder_spec: str | Embedder | None,
     executor: Executor,
+    settings: RetrievalSettings | None = None,
     *,
     retriever: Any = None,
     retriever_name: str | None = None,
-    ks: Sequence[int] = DEFAULT_KS,
-    store_dir: str | Path = "stores",
-    chroma_url: str | None = None,
     exec_cache: ExecCache | None = None,
     embed_cache: EmbeddingCache | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    seed: int = 0,
     n_resamples: int = 5000,
     progress: bool = True,
     rerank: Reranking | None = None,
 ) -> dict:
-    """Score ``embedder_spec`` on ``pool``; returns the results dict (see the module docstring).
+    """Score ``embedder_spec`` on ``pool`` under ``settings`` (cutoffs, store, timeout, seed; the pool is
+    already limited); returns the results dict (see the module docstring).
 
     ``exec_cache=None`` runs every execution; ``embed_cache=None`` uses the default on-disk embedding cache
     unless the embedder already has one (so warm reruns never load the model).
@@ -118,7 +105,14 @@ def evaluate_retrieval(
     :mod:`.plugin`) replaces the embedder; per-query plug-in failures are listed under ``"errors"``.
     """
     began = time.perf_counter()
-    cutoffs = _check_ks(ks)
+    settings = settings or RetrievalSettings()
+    cutoffs = settings.cutoffs
+    store_dir, chroma_url, timeout, seed = (
+        settings.store_dir,
+        settings.chroma_url,
+        settings.timeout,
+        settings.seed,
+    )
     if not pool.queries or not pool.corpus:
         raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
     depth = max(TOP_RESULTS, cutoffs[-1], rerank.k if rerank is not None else 0)

@@ -21,20 +21,34 @@ from __future__ import annotations
 
 import ast
 import builtins
+import logging
 import math
 import random
 import time
-from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, SandboxError
-from ..execution.base import DEFAULT_TIMEOUT, ExecResult, Executor, Job
-from ..execution.cache import ExecCache, run_cached
+from ..errors import ConfigError
+from ..execution.base import DEFAULT_TIMEOUT, Executor, Job
+from ..execution.cache import ExecCache
 from ..pools.models import Pool, Query
-from ..progress import progress_bar
-from .search import Hit
+from .hits import Hit
+from .rerank_base import (
+    Candidate,
+    Reranker,
+    RerankerUnavailable,
+    RerankInput,
+    RerankOutcome,
+    Sandbox,
+    stable_order,
+)
+
+if TYPE_CHECKING:
+    from .settings import RetrievalSettings
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "RERANKER_FORMS",
@@ -60,10 +74,6 @@ __all__ = [
 RERANKER_FORMS = "exec-visible, exec-consensus, ce:<model-name-or-path>"
 DEFAULT_RERANK_K = 10
 DEFAULT_VISIBLE = "0.5"
-
-
-class RerankerUnavailable(ConfigError):
-    """The reranker cannot run here (a model missing offline); callers skip reranking with one line."""
 
 
 # ---------------------------------------------------------------- the visible/held-out split
@@ -130,88 +140,6 @@ def split_tests(tests: Sequence[str], visible: VisibleTests, seed: int, key: str
 
 
 # ---------------------------------------------------------------- what a reranker sees and returns
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One retrieved snippet in vector order."""
-
-    corpus_id: str
-    code: str
-    score: float
-
-
-@dataclass(frozen=True)
-class RerankInput:
-    """Everything a reranker may use for one query: by construction, no held-out assert."""
-
-    query_id: str
-    query: str
-    function_name: str | None
-    visible_tests: tuple[str, ...]
-    candidates: tuple[Candidate, ...]
-
-
-@dataclass
-class RerankOutcome:
-    """``order``: a permutation of candidate positions, best first; ``details`` go to the results file."""
-
-    order: list[int]
-    details: dict = field(default_factory=dict)
-
-
-@dataclass
-class Sandbox:
-    """The executor and cache a reranker runs candidates through, with a count of what it cost."""
-
-    executor: Executor
-    cache: ExecCache | None
-    timeout: float = DEFAULT_TIMEOUT
-    progress: bool = False
-    executions: int = 0
-    executed: int = 0
-    sandbox_seconds: float = 0.0
-
-    def run(self, jobs: Sequence[Job], label: str) -> list[ExecResult]:
-        """Run through the execution cache; an infrastructure error fails the reranking."""
-        if not jobs:
-            return []
-        with progress_bar(f"{label}: {len(jobs)} executions", len(jobs), enabled=self.progress) as adv:
-            results = run_cached(self.executor, jobs, self.cache, progress=adv)
-        broken = [r for r in results if r.infra_error]
-        if broken:
-            raise SandboxError(
-                f"{len(broken)} of {len(results)} reranking executions hit sandbox infrastructure errors "
-                f"(first: {broken[0].infra_error}); rerun to retry them, verdicts already obtained are cached"
-            )
-        self.executions += len(jobs)
-        self.executed += len(
-            {job.key for job, r in zip(jobs, results, strict=True) if not r.extra.get("cached")}
-        )
-        self.sandbox_seconds += sum(r.duration for r in results)
-        return results
-
-
-class Reranker(ABC):
-    """Reorders each query's candidates; sees only :class:`RerankInput` (never held-out asserts)."""
-
-    name: str = "base"
-
-    def check(self) -> None:  # noqa: B027 - optional hook
-        """Raise :class:`RerankerUnavailable` when the reranker cannot run here."""
-
-    @abstractmethod
-    def rerank(self, inputs: Sequence[RerankInput], sandbox: Sandbox) -> list[RerankOutcome]:
-        """One outcome per input, in input order."""
-
-    def summarize(self, outcomes: Sequence[RerankOutcome]) -> dict:
-        """Reranker-specific statistics over all queries."""
-        return {}
-
-
-def stable_order(keys: Sequence) -> list[int]:
-    """Positions sorted by ``keys`` ascending; equal keys keep vector order."""
-    return sorted(range(len(keys)), key=lambda i: keys[i])
 
 
 class VisibleTestsReranker(Reranker):
@@ -389,4 +317,21 @@ def make_reranking(
     """
     reranking = Reranking(parse_reranker(spec), VisibleTests.parse(visible), k, seed)
     reranking.reranker.check()
+    return reranking
+
+
+def reranking_for(settings: RetrievalSettings) -> Reranking | None:
+    """The rerank stage of a run or a ``retrieve``: None without ``--rerank``.
+
+    A reranker that cannot run here (a cross-encoder missing offline) is skipped with one logged line;
+    the held-out split is kept, so every number stays on the same asserts as a run where it did run.
+    """
+    if settings.reranker is None or settings.visible is None:
+        return None
+    reranking = Reranking(settings.reranker, settings.visible, settings.rerank_k, settings.seed)
+    try:
+        settings.reranker.check()
+    except RerankerUnavailable as exc:
+        log.warning("rerank: %s", exc)
+        return Reranking(None, settings.visible, settings.rerank_k, settings.seed, skipped=str(exc))
     return reranking

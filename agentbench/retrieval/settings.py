@@ -1,0 +1,138 @@
+"""The settings of a retrieval stage, declared once.
+
+``agentbench retrieve``, ``agentbench run`` (whose :class:`~agentbench.pipeline.RunConfig` extends this
+model), :func:`agentbench.retrieve` and :func:`agentbench.retrieve_all` all take these fields; the CLI
+builds its options from the field descriptions, so a default, a bound or a help text cannot drift between
+them. Settings are immutable once validated; ``--rerank`` is parsed here, once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from ..errors import ConfigError
+from ._defaults import DEFAULT_KS
+
+if TYPE_CHECKING:
+    from .rerank import Reranker, VisibleTests
+
+__all__ = ["RetrievalSettings", "SANDBOX_KINDS", "flag", "config_error", "settings_from"]
+
+SANDBOX_KINDS = ("auto", "docker", "process")
+
+
+def flag(field: str) -> str:
+    """The command-line flag of a settings field."""
+    return "--" + field.replace("_", "-")
+
+
+def config_error(exc: ValidationError) -> ConfigError:
+    """A pydantic error as agentbench's one-line ConfigError naming the flag."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "settings"
+    name = flag(where) if first["loc"] else where
+    if first["type"] == "extra_forbidden":
+        return ConfigError(f"unknown option {where!r}: see agentbench.RunConfig for the settings")
+    return ConfigError(f"{name}: {first['msg']} (got {first.get('input')!r})")
+
+
+class RetrievalSettings(BaseModel):
+    """How retrieval is run and scored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ks: tuple[int, ...] = Field(DEFAULT_KS, description="Cutoffs k of exec@k, precision@k and nDCG@k.")
+    limit: int | None = Field(None, description="Only the first N queries of the pool.")
+    sandbox: str = Field("auto", description="Executor: auto, docker or process.")
+    sandbox_workers: int | None = Field(None, description="Parallel sandbox workers (default: cores).")
+    timeout: float = Field(10.0, description="Seconds of CPU time per execution.")
+    seed: int = Field(
+        0, description="Seed of the bootstrap intervals, the --rerank test split and (in runs) sampling."
+    )
+    store_dir: str = Field("stores", description="Where Chroma collections are persisted.")
+    chroma_url: str | None = Field(
+        None, description="Use a Chroma server (http://host:port) instead of the embedded store."
+    )
+    rerank: str | None = Field(
+        None,
+        description="Rerank the top k: exec-visible, exec-consensus or ce:<model>. Every metric is then "
+        "computed on held-out asserts, before and after.",
+    )
+    visible_tests: str = Field(
+        "0.5", description="With --rerank: visible asserts per query, a count N or a fraction."
+    )
+    rerank_k: int = Field(10, description="With --rerank: candidates reranked.")
+
+    _reranker: Reranker | None = PrivateAttr(None)
+    _visible: VisibleTests | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("store_dir", "visible_tests"):  # Path objects and numbers are accepted
+                if key in data and data[key] is not None and not isinstance(data[key], str):
+                    data[key] = str(data[key])
+            if isinstance(data.get("ks"), list):
+                data["ks"] = tuple(data["ks"])
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> RetrievalSettings:
+        # ConfigError is not a ValueError, so pydantic lets these one-line messages through unchanged
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise ConfigError(f"cutoffs must be positive integers, got {list(self.ks)}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+        if self.sandbox not in SANDBOX_KINDS:
+            raise ConfigError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOX_KINDS)}")
+        if self.sandbox_workers is not None and self.sandbox_workers < 1:
+            raise ConfigError(f"--sandbox-workers must be at least 1, not {self.sandbox_workers}")
+        if not self.timeout >= 0.1:
+            raise ConfigError(f"--timeout must be at least 0.1 seconds, got {self.timeout}")
+        if self.rerank_k < 1:
+            raise ConfigError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        if self.chroma_url is not None:
+            from .store import parse_chroma_url
+
+            parse_chroma_url(self.chroma_url)
+        if self.rerank:  # parsed here once; no model is loaded until the reranker runs
+            from .rerank import VisibleTests, parse_reranker
+
+            self._reranker = parse_reranker(self.rerank)
+            self._visible = VisibleTests.parse(self.visible_tests)
+        return self
+
+    @property
+    def cutoffs(self) -> list[int]:
+        return sorted(set(self.ks))
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The parsed ``--rerank`` value (None without it)."""
+        return self._reranker
+
+    @property
+    def visible(self) -> VisibleTests | None:
+        """The parsed ``--visible-tests`` value (None without --rerank)."""
+        return self._visible
+
+    def retrieval_settings(self) -> RetrievalSettings:
+        """Only the retrieval fields (a :class:`RunConfig` passes itself on as these)."""
+        if type(self) is RetrievalSettings:
+            return self
+        fields = {name: getattr(self, name) for name in RetrievalSettings.model_fields}
+        out = RetrievalSettings.model_construct(**fields)  # already validated: --rerank is not reparsed
+        out._reranker, out._visible = self._reranker, self._visible
+        return out
+
+
+def settings_from(model: type[BaseModel], fields: dict[str, Any]) -> Any:
+    """``model(**fields)`` with pydantic's errors turned into one-line ConfigErrors."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise config_error(exc) from None

@@ -115,7 +115,9 @@ def main() -> int:
     parser.add_argument("--pool", default="core")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--sandbox", default="process")
-    parser.add_argument("--exec-cache", default=None, help="execution cache file (default: the shared one)")
+    parser.add_argument(
+        "--exec-cache", default=None, help="execution cache directory (default: the shared one)"
+    )
     parser.add_argument("--phase", choices=["cold", "warm"], help=argparse.SUPPRESS)
     parser.add_argument("--store-dir", help=argparse.SUPPRESS)
     parser.add_argument("--embed-cache", help=argparse.SUPPRESS)
@@ -125,7 +127,7 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
-        store, vectors = Path(tmp) / "stores", Path(tmp) / "embeddings.sqlite"
+        store, vectors = Path(tmp) / "stores", Path(tmp) / "embeddings"
         cold = run_phase("cold", args, store, vectors)
         warm = run_phase("warm", args, store, vectors)
 

@@ -19,6 +19,10 @@ _EXPORTS = {
     "evaluate": "api",
     "retrieve": "api",
     "retrieve_all": "api",
+    "evaluate_config": "api",
+    "RetrievalSettings": "retrieval.settings",
+    "RetrievalResult": "retrieval.results",
+    "RunSummary": "analysis.summary",
     "RunConfig": "pipeline",
     "RunResult": "pipeline",
     "RunRecord": "pipeline",
@@ -42,12 +46,16 @@ __all__ = [
     "ModelError",
     "PoolError",
     "RetrievalError",
+    "RetrievalResult",
+    "RetrievalSettings",
     "RunConfig",
     "RunRecord",
     "RunResult",
+    "RunSummary",
     "SandboxError",
     "Task",
     "evaluate",
+    "evaluate_config",
     "load_pool",
     "retrieve",
     "retrieve_all",
@@ -59,8 +67,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .agent import AgentReply, Task
-    from .api import evaluate, retrieve, retrieve_all
+    from .analysis.summary import RunSummary
+    from .api import evaluate, evaluate_config, retrieve, retrieve_all
     from .errors import AgentbenchError, ConfigError, ModelError, PoolError, RetrievalError, SandboxError
     from .pipeline import RunConfig, RunRecord, RunResult
     from .pools import load_pool
     from .retrieval.plugin import CorpusDoc
+    from .retrieval.results import RetrievalResult
+    from .retrieval.settings import RetrievalSettings

@@ -28,6 +28,7 @@ from typing import Any
 from .errors import ConfigError
 from .pipeline import RunConfig, RunResult
 from .retrieval import DEFAULT_EMBEDDER
+from .retrieval.results import RetrievalResult
 from .retrieval.settings import RetrievalSettings, settings_from
 
 __all__ = ["evaluate", "evaluate_config", "retrieve", "retrieve_all", "run_config", "retrieval_settings"]
@@ -118,9 +119,10 @@ def retrieve_all(
     settings: RetrievalSettings | None = None,
     show_progress: bool = False,
     **options: Any,
-) -> list[dict]:
+) -> list[RetrievalResult]:
     """Retrieval-only scoring of several embedders and retriever plug-ins on one pool, sharing the
-    sandbox and caches; one results dict (ExecRetrieval's per-model schema) each, embedders first.
+    sandbox and caches; one :class:`RetrievalResult` (ExecRetrieval's per-model schema) each, embedders
+    first.
 
     ``settings`` (or, instead, its fields as keyword ``options``: ``ks``, ``limit``, ``sandbox``,
     ``timeout``, ``seed``, ``store_dir``, ``rerank``, ...) say how retrieval is run and scored.
@@ -145,7 +147,7 @@ def retrieve_all(
     loaded = load_pool(pool)
     if settings.limit:
         loaded = loaded.model_copy(update={"queries": loaded.queries[: settings.limit]})
-    results: list[dict] = []
+    results: list[RetrievalResult] = []
     with (
         make_executor(settings.sandbox, settings.sandbox_workers) as executor,
         ExecCache() as cache,
@@ -183,7 +185,7 @@ def retrieve_all(
 
 def retrieve(
     pool: str = "core", *, retriever: Any = None, embedder: str = DEFAULT_EMBEDDER, **options: Any
-) -> dict:
+) -> RetrievalResult:
     """Retrieval-only scoring (``agentbench retrieve``) of one retriever plug-in or embedder: exec@k,
     nDCG, MRR and rank-1 failure diagnostics, plus ``errors`` (queries the plug-in failed on).
 

@@ -18,15 +18,25 @@ from typing import Any
 __all__ = ["atomic_write_text", "atomic_write_json", "slug"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_DEFAULT_MODE = 0o666 & ~_umask()
+"""What ``open(path, "w")`` would create: mkstemp's 0600 would hide results from the user's group."""
+
+
 def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
-    """Replace ``path`` with ``text`` atomically; ``mode`` sets the file's permission bits."""
+    """Replace ``path`` with ``text`` atomically; ``mode`` sets the file's permission bits (default: as
+    a newly created file under the process's umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, _DEFAULT_MODE if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

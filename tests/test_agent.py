@@ -246,4 +246,5 @@ def test_secrets_not_in_generation_records(tmp_path: Path, monkeypatch: pytest.M
     )
     for g in (ok, failed):
         assert secret not in json.dumps(g.model_dump())
-    assert secret not in (tmp_path / "c.sqlite").read_bytes().decode("utf-8", "replace")
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "c.sqlite").rglob("*") if p.is_file())
+    assert stored and secret.encode() not in stored

@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # the top-level package's ``__init__``, only the module).
 LAYER_ROOTS: dict[str, tuple[str, ...]] = {
     "cli": ("agentbench", "agentbench.__main__", "agentbench.cli"),
-    "api": ("agentbench.api",),
+    "api": ("agentbench.api", "agentbench.schemas"),
     "analysis": ("agentbench.analysis",),
     "pipeline": ("agentbench.pipeline",),
     "retrieval": ("agentbench.retrieval",),

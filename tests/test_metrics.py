@@ -313,4 +313,4 @@ def test_tiny_pool_diagnostics(tiny_results) -> None:
     assert tiny_results["ci95"]["exec@1"] == [0.0, 0.0]
     lo, hi = tiny_results["ci95"]["mrr"]
     assert lo <= tiny_results["metrics"]["mrr"] <= hi
-    json.dumps(tiny_results, allow_nan=False)  # the results file is strict JSON
+    json.dumps(tiny_results.to_json_dict(), allow_nan=False)  # the results file is strict JSON

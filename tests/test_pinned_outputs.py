@@ -141,3 +141,27 @@ def test_normalising_keeps_what_matters() -> None:
     assert _contained(golden, {"per_query": golden["per_query"]})
     assert _contained(golden, {"metrics": golden["metrics"], "per_query": golden["per_query"][::-1]})
     assert ROOT.exists()
+
+
+def test_exported_json_schemas_are_current() -> None:
+    """docs/schema/*.schema.json are what the models generate (rewrite: python -m agentbench.schemas)."""
+    from agentbench.schemas import SCHEMAS, schema_text
+
+    for name in SCHEMAS:
+        path = ROOT / "docs" / "schema" / f"{name}.schema.json"
+        assert path.read_text() == schema_text(name), f"{path} is stale: run python -m agentbench.schemas"
+
+
+def test_pinned_files_validate_against_the_models(outputs: Path) -> None:
+    """What a run writes reads back as the typed records, and equals them."""
+    from agentbench.analysis.summary import RunSummary
+    from agentbench.retrieval.results import RetrievalResult
+
+    for run in ("plain", "rerank"):
+        summary = json.loads((outputs / run / "summary.json").read_text())
+        retrieval = json.loads((outputs / run / "retrieval.json").read_text())
+        assert RunSummary.model_validate(summary).to_json_dict() == summary
+        assert RetrievalResult.model_validate(retrieval).to_json_dict() == retrieval
+    assert ("rerank" in RetrievalResult.model_validate(retrieval)) and "rerank" not in json.loads(
+        (outputs / "plain" / "retrieval.json").read_text()
+    )

@@ -21,8 +21,8 @@ import pytest
 
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import litellm_module, register_provider
-from agentbench.errors import ConfigError
 from agentbench.api import evaluate_config as evaluate
+from agentbench.errors import ConfigError
 from agentbench.pipeline import RunConfig
 
 from .conftest import ROOT, run_cli

@@ -17,8 +17,8 @@ import pytest
 
 from agentbench.agent import CONDITIONS, LLMClient
 from agentbench.agent.weights import cache_dir, ensure_model, local_model_spec
-from agentbench.errors import ConfigError
 from agentbench.api import evaluate_config as evaluate
+from agentbench.errors import ConfigError
 from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
 

@@ -26,8 +26,8 @@ import agentbench
 from agentbench import AgentReply, ConfigError, CorpusDoc, Task
 from agentbench.agent import LLMClient
 from agentbench.agent._litellm import register_provider
-from agentbench.pipeline import RunConfig
 from agentbench.api import evaluate_config as run_pipeline
+from agentbench.pipeline import RunConfig
 from agentbench.retrieval import open_searcher, parse_embedder
 
 from .conftest import ROOT, run_cli

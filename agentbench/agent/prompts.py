@@ -228,10 +228,16 @@ def prompts_dir() -> Path:
 def load_template(condition: str, prompt: str | Path | None = None) -> PromptTemplate:
     """The template for ``condition``: ``prompt`` may be a directory of ``<condition>.md`` files or one
     file used for every condition; ``None`` uses :func:`prompts_dir`."""
-    if condition not in CONDITIONS:
-        raise ConfigError(f"unknown condition {condition!r}: choose from {', '.join(CONDITIONS)}")
     base = Path(prompt).expanduser() if prompt is not None else prompts_dir()
     path = base / f"{condition}.md" if base.is_dir() else base
+    # a template other than the built-in conditions' (a registered condition's own) must exist as a file
+    if condition not in CONDITIONS and (
+        not re.fullmatch(r"[a-z][a-z0-9_]*", condition) or not path.is_file()
+    ):
+        raise ConfigError(
+            f"unknown condition {condition!r}: choose from {', '.join(CONDITIONS)}, or add {condition}.md "
+            f"to the prompt directory"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

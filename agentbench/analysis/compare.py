@@ -25,13 +25,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 from scipy.stats import binomtest
 
 from ..errors import ConfigError
 from ..pipeline.config import RunConfig
 from ..pipeline.records import RunRecord
 from ..pipeline.rundir import RunDirectory
+from ..retrieval.results import RetrievalResult
 from .attribution import query_outcomes, retrieval_indicators
+from .summary import SUMMARY_VERSION, RunSummary
 
 __all__ = [
     "RunData",
@@ -55,9 +58,10 @@ class RunData:
 
     path: Path
     config: RunConfig
-    retrieval: dict
+    retrieval: RetrievalResult | dict
+    """``{}`` when the run stopped before its retrieval finished"""
     records: list[RunRecord]
-    summary: dict
+    summary: RunSummary
 
 
 @dataclass
@@ -106,9 +110,20 @@ def _read_json(path: Path) -> dict:
     return data
 
 
+def _summary(data: dict, run_dir: Path) -> RunSummary:
+    try:
+        return RunSummary.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"{run_dir}/summary.json is not a valid run summary ({where}: {first['msg']})"
+        ) from None
+
+
 def load_run(path: str | Path) -> RunData:
     """Load a run directory; a run killed before its summary was written is summarised from its records."""
-    from .propagation import SUMMARY_VERSION, summarize
+    from .propagation import summarize
 
     directory = RunDirectory.open(path)
     config = directory.config
@@ -116,6 +131,8 @@ def load_run(path: str | Path) -> RunData:
     records = directory.load_records()
     summary = directory.read_summary()
     if summary is not None:
+        if summary.get("schema_version", 0) >= SUMMARY_VERSION or not (records or retrieval):
+            summary = _summary(summary, directory.path)
         if summary.get("schema_version", 0) < SUMMARY_VERSION and (records or retrieval):
             # an older summary lacks newer sections (attribution): recompute it from the records, keeping
             # the LLM call counts that only the original run knew

@@ -19,13 +19,12 @@ from collections import defaultdict
 
 from ..pipeline.config import RunConfig
 from ..pipeline.records import RunRecord
+from ..retrieval.results import RetrievalResult
 from .attribution import attribution, query_outcomes
 from .stats import proportion, rate
+from .summary import SUMMARY_VERSION, RunSummary
 
-__all__ = ["summarize"]
-
-SUMMARY_VERSION = 2
-"""2: adds ``attribution`` (paired per-query effects of retrieval) and ``per_query``."""
+__all__ = ["summarize", "SUMMARY_VERSION"]
 
 
 def _by(records: list[RunRecord], key) -> dict[str, list[RunRecord]]:
@@ -119,8 +118,12 @@ def _per_query(records: list[RunRecord]) -> list[dict]:
     ]
 
 
-def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config: RunConfig) -> dict:
+def summarize(
+    records: list[RunRecord], retrieval: RetrievalResult | dict, llm_stats: dict, config: RunConfig
+) -> RunSummary:
     """The run's summary.json: retrieval-only and end-to-end numbers side by side."""
+    if isinstance(retrieval, RetrievalResult):
+        retrieval = retrieval.to_json_dict()
     scored = [r for r in records if r.scored]
     conditions = {}
     for condition in config.conditions:
@@ -135,7 +138,7 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
             "retriever_errors": sum(r.status == "retriever_error" for r in group),
         }
     metrics = retrieval.get("metrics", {})
-    return {
+    summary = {
         "schema_version": SUMMARY_VERSION,
         "run": {
             "llm": config.agent_name,
@@ -184,3 +187,4 @@ def summarize(records: list[RunRecord], retrieval: dict, llm_stats: dict, config
             "exec_seconds": round(sum(r.exec_seconds for r in records), 3),
         },
     }
+    return RunSummary.model_validate(summary)

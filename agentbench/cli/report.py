@@ -70,7 +70,7 @@ def report(
 
     run = load_run(run_dir)
     if output_format is OutputFormat.json:
-        typer.echo(json.dumps(run.summary, indent=2))
+        typer.echo(json.dumps(run.summary.to_json_dict(), indent=2))
     else:
         console = Console()
         print_summary(run.summary, console)

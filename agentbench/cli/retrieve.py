@@ -240,6 +240,7 @@ def retrieve(
     results = retrieve_all(
         pool, embedders=embedder or [], retrievers=retriever or [], settings=settings, show_progress=True
     )
+    results = [r.to_json_dict() for r in results]  # the files and tables below read the JSON form
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     taken: set[str] = set()

@@ -134,7 +134,7 @@ def run(
     # --- end CI gate ---
     result = evaluate_config(config, show_progress=not as_json)
     if as_json:
-        typer.echo(json.dumps(result.summary, indent=2))
+        typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
     else:
         print_summary(result.summary)
         _print_rerank(result.summary.get("rerank"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
@@ -23,12 +24,15 @@ from ..pools.models import DistractorMeta
 from ..progress import stderr
 from ..retrieval import evaluate_retrieval
 from ..retrieval.rerank import reranking_for
+from ..retrieval.results import RetrievalResult
 from .conditions import Condition, PlanInputs, get_condition
 from .config import RunConfig
 from .records import ContextKind, RunRecord
 from .rundir import RunDirectory
 
 __all__ = ["run_pipeline", "RunResult"]
+
+RunSummaryLike = Any  # agentbench.analysis.summary.RunSummary, filled in above this layer
 
 
 @dataclass
@@ -38,8 +42,8 @@ class RunResult:
     directory: RunDirectory
     config: RunConfig
     records: list[RunRecord]
-    retrieval: dict
-    summary: dict = field(default_factory=dict)
+    retrieval: RetrievalResult
+    summary: RunSummaryLike = None
     llm_stats: dict = field(default_factory=dict)
 
     @property
@@ -57,18 +61,12 @@ class _Item:
     """The retriever plug-in failed on this query: no generation, a ``retriever_error`` record."""
 
 
-def _ranking(per_query: list[dict]) -> dict[str, list[str]]:
-    return {q["query_id"]: [r["corpus_id"] for r in q["top_results"]] for q in per_query}
-
-
-def _plan(pool: Pool, retrieval: dict, config: RunConfig) -> list[_Item]:
+def _plan(pool: Pool, retrieval: RetrievalResult, config: RunConfig) -> list[_Item]:
     """Every (query, condition) of the run, in condition order, each condition building its context."""
-    rr = retrieval.get("rerank") or {}
     inputs = PlanInputs(
-        ranked=_ranking(retrieval["per_query"]),
-        # no reranking, or a skipped reranker: no rag_reranked records
-        reranked=_ranking(rr.get("per_query", [])) if rr.get("name") is not None else {},
-        errors={e["query_id"]: e["error"] for e in retrieval.get("errors", [])},
+        ranked=retrieval.ranking(),
+        reranked=retrieval.reranking(),  # empty without a reranker that ran: no rag_reranked records
+        errors={e.query_id: e.error for e in retrieval.errors},
         k=config.k,
         seed=config.seed,
     )

@@ -17,8 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import ConfigError
 from ..files import atomic_write_json, atomic_write_text, slug
+from ..models import Record
+from ..retrieval.results import RetrievalResult
 from .config import RunConfig
 from .records import RecordLog, RunRecord
 
@@ -112,10 +116,12 @@ class RunDirectory:
     def write_retrieval(self, retrieval: Any) -> None:
         atomic_write_json(self.path / RETRIEVAL, _plain(retrieval))
 
-    def read_retrieval(self) -> dict:
+    def read_retrieval(self) -> RetrievalResult | dict:
         """The retrieval results ({} when the run stopped before retrieval finished)."""
         path = self.path / RETRIEVAL
-        return _read_json(path) if path.exists() else {}
+        if not path.exists():
+            return {}
+        return _validated(RetrievalResult, _read_json(path), path)
 
     def load_records(self) -> list[RunRecord]:
         return self.records.load()
@@ -132,6 +138,15 @@ class RunDirectory:
 
     def write_report(self, text: str) -> None:
         atomic_write_text(self.path / REPORT, text)
+
+
+def _validated(model: type[Record], data: dict, path: Path) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{path} is not a valid {model.__name__} ({where}: {first['msg']})") from None
 
 
 def _plain(data: Any) -> Any:

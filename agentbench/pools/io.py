@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from ..errors import PoolError
+from ..files import atomic_write_text
 from .diff import edit_between
 from .models import DistractorMeta, ExecCacheRow, Pool, Query, Snippet
 from .problems import Problem, ScanResult
@@ -180,16 +180,9 @@ def _dump(records: Iterable[BaseModel]) -> str:
     return "".join(json.dumps(r.model_dump(exclude_none=True), ensure_ascii=False) + "\n" for r in records)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_pool(pool: Pool, out: Path) -> None:
     """Write the pool files atomically (each file is replaced whole or not at all)."""
     out.mkdir(parents=True, exist_ok=True)
-    mode = 0o666 & ~_umask()
     contents = {
         "queries.jsonl": _dump(pool.queries),
         "corpus.jsonl": _dump(pool.corpus),
@@ -198,15 +191,7 @@ def write_pool(pool: Pool, out: Path) -> None:
     if pool.exec_cache:
         contents["execution_cache.jsonl"] = _dump(pool.exec_cache)
     for name, text in contents.items():
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, mode)
-            os.replace(tmp, out / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(out / name, text)
 
 
 def _download_execretrieval() -> Path:

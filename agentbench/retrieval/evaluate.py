@@ -9,7 +9,7 @@ fail rather than silently count as a miss (verdicts already obtained stay cached
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,15 +27,14 @@ from .metrics import (
     confidence_intervals,
     diagnostics,
 )
+from .ranking import Ranking
+from .rerank import Reranking, rerank_stage
+from .results import RESULTS_VERSION, RetrievalResult
 from .search import Hit, Searcher, open_searcher
 from .settings import RetrievalSettings
 
-if TYPE_CHECKING:
-    from .rerank import Reranking
-
 __all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
 
-RESULTS_VERSION = 1
 TOP_RESULTS = 10  # per query in the results file, as in the paper
 
 
@@ -91,7 +90,7 @@ def evaluate_retrieval(
     n_resamples: int = 5000,
     progress: bool = True,
     rerank: Reranking | None = None,
-) -> dict:
+) -> RetrievalResult:
     """Score ``embedder_spec`` on ``pool`` under ``settings`` (cutoffs, store, timeout, seed; the pool is
     already limited); returns the results dict (see the module docstring).
 
@@ -165,29 +164,19 @@ def evaluate_retrieval(
         if own_cache is not None and embedder is not None:
             embedder.use_cache(None)
             own_cache.close()
+    ranking = Ranking(hits, verdicts, all_scores, searcher.position)
     rr_info: dict | None = None
-    if rerank is not None:  # issue 7: reorder the top k, score both orders on the held-out asserts
-        rr_hits, rr_info, rr_details = rerank.apply(pool, hits, executor, exec_cache, timeout, progress)
-        by_id = [
-            {h.corpus_id: v for h, v in zip(qh, qv, strict=True)}
-            for qh, qv in zip(hits, verdicts, strict=True)
-        ]
-        rr_verdicts = [[m[h.corpus_id] for h in qh] for qh, m in zip(rr_hits, by_id, strict=True)]
-        rr_records, rr_per_query = _score(pool, rr_hits, rr_verdicts, all_scores, searcher.position)
-        for entry, extra in zip(rr_per_query, rr_details, strict=True):
+    if rerank is not None:  # the rerank stage: reorder the top k, score both orders on held-out asserts
+        reranked_ranking, rr_info, rr_details = rerank_stage(
+            rerank, pool, ranking, executor, exec_cache, timeout, progress
+        )
+        rr_scored = _scored(pool, reranked_ranking, cutoffs, seed, n_resamples)
+        for entry, extra in zip(rr_scored["per_query"], rr_details, strict=True):
             entry["rerank"] = extra
-        rr_info |= {
-            "metrics": aggregate(rr_records, cutoffs),
-            "ci95": confidence_intervals(rr_records, cutoffs, seed=seed, n_resamples=n_resamples),
-            "diagnostics": diagnostics(rr_records, cutoffs),
-            "per_query": rr_per_query,
-        }
+        rr_info |= rr_scored
     reranked = time.perf_counter()
 
-    records, per_query = _score(pool, hits, verdicts, all_scores, searcher.position)
-    metrics = aggregate(records, cutoffs)
-    ci95 = confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples)
-    diag = diagnostics(records, cutoffs)
+    scored = _scored(pool, ranking, cutoffs, seed, n_resamples)
     finished = time.perf_counter()
     encode_s = getattr(embedder, "encode_seconds", 0.0)
     name = embedder.name if embedder is not None else searcher.name
@@ -201,9 +190,9 @@ def evaluate_retrieval(
         "n_queries": len(pool.queries),
         "n_corpus": len(pool.corpus),
         "ks": cutoffs,
-        "metrics": metrics,
-        "ci95": ci95,
-        "diagnostics": diag,
+        "metrics": scored["metrics"],
+        "ci95": scored["ci95"],
+        "diagnostics": scored["diagnostics"],
         "errors": errors,
         "run_info": {
             "executor": executor.config_key(),
@@ -225,11 +214,22 @@ def evaluate_retrieval(
                 "load_s": getattr(embedder, "load_seconds", 0.0),
             },
         },
-        "per_query": per_query,
+        "per_query": scored["per_query"],
     }
     if rr_info is not None:
         result["rerank"] = rr_info
-    return result
+    return RetrievalResult.model_validate(result)
+
+
+def _scored(pool: Pool, ranking: Ranking, cutoffs: list[int], seed: int, n_resamples: int) -> dict:
+    """Metrics, bootstrap intervals, diagnostics and per-query rows of one order of the hits."""
+    records, per_query = _score(pool, ranking.hits, ranking.verdicts, ranking.scores, ranking.position)
+    return {
+        "metrics": aggregate(records, cutoffs),
+        "ci95": confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples),
+        "diagnostics": diagnostics(records, cutoffs),
+        "per_query": per_query,
+    }
 
 
 def _score(

@@ -35,6 +35,7 @@ from ..execution.base import DEFAULT_TIMEOUT, Executor, Job
 from ..execution.cache import ExecCache
 from ..pools.models import Pool, Query
 from .hits import Hit
+from .ranking import Ranking
 from .rerank_base import (
     Candidate,
     Reranker,
@@ -335,3 +336,18 @@ def reranking_for(settings: RetrievalSettings) -> Reranking | None:
         log.warning("rerank: %s", exc)
         return Reranking(None, settings.visible, settings.rerank_k, settings.seed, skipped=str(exc))
     return reranking
+
+
+def rerank_stage(
+    reranking: Reranking,
+    pool: Pool,
+    ranking: Ranking,
+    executor: Executor,
+    cache: ExecCache | None,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: bool = False,
+) -> tuple[Ranking, dict, list[dict]]:
+    """The rerank stage, between retrieval and generation: the reordered ranking (every hit keeps its
+    verdict), what the reranking was and cost, and per-query details for the results file."""
+    hits, info, details = reranking.apply(pool, ranking.hits, executor, cache, timeout, progress)
+    return ranking.reordered(hits), info, details

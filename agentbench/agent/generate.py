@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from .extract import extract_code
 from .llm import LLMClient
+from .loop import run_tool_loop
 from .prompts import PromptTemplate, Task, load_template
+from .tools import Budget
 
 __all__ = ["Agent", "AgentLike", "Generation", "Usage", "GENERATION_SCHEMA_VERSION"]
 
@@ -29,8 +31,8 @@ class Generation(BaseModel):
     task_id: str
     condition: str
     model: str
-    messages: list[dict[str, str]]
-    """The prompt as sent (system and user messages)."""
+    messages: list[dict[str, Any]]
+    """The prompt as sent (system and user messages; with tools, the whole conversation)."""
     response: str = ""
     """The raw reply text ("" on ``llm_error``)."""
     code: str = ""
@@ -49,6 +51,11 @@ class Generation(BaseModel):
     """Time waiting for the LLM (0 for cache hits)."""
     seconds: float = 0.0
     """Wall time of the whole step."""
+    trajectory: list[dict[str, Any]] = []
+    """With tools: every reply (its tool calls and tokens) and tool result, in order."""
+    tool_stats: dict[str, Any] | None = None
+    """With tools: turns, tool calls (valid, invalid), searches, test runs, searches after a failing
+    run_tests, whether the agent submitted, and the budget it ran out of (None if none)."""
 
     @property
     def status(self) -> Literal["ok", "llm_error", "agent_error", "no_code"]:
@@ -58,7 +65,9 @@ class Generation(BaseModel):
 
 
 class AgentLike(Protocol):
-    """What the run stage drives: the built-in :class:`Agent` and plug-in agents (:mod:`.plugin`)."""
+    """What the run stage drives: the built-in :class:`Agent` and plug-in agents (:mod:`.plugin`).
+
+    ``task.tools`` is set for the tool-using conditions (see :mod:`.tools`)."""
 
     model: str
 
@@ -72,9 +81,12 @@ class Agent:
     ``await Agent(client).generate(task, condition)``; templates come from ``prompt`` (a directory of
     ``<condition>.md`` files or one file) or the default ``prompts/`` directory."""
 
-    def __init__(self, llm: LLMClient, prompt: str | Path | None = None) -> None:
+    def __init__(
+        self, llm: LLMClient, prompt: str | Path | None = None, budget: Budget | None = None
+    ) -> None:
         self.llm = llm
         self.prompt = prompt
+        self.budget = budget or Budget()
         self._templates: dict[str, PromptTemplate] = {}
 
     def template(self, condition: str) -> PromptTemplate:
@@ -90,6 +102,8 @@ class Agent:
         failed request (see :class:`Generation.error`); raises ModelError/ConfigError for fatal ones."""
         started = time.perf_counter()
         messages = self.messages(task, condition)
+        if task.tools is not None:
+            return await self._generate_with_tools(task, condition, messages, started)
         result = await self.llm.complete(messages)
         code = extract_code(result.text, task.function_name) if result.ok else ""
         return Generation(
@@ -107,4 +121,28 @@ class Agent:
             attempts=result.attempts,
             llm_seconds=0.0 if result.cached else result.latency_s,
             seconds=time.perf_counter() - started,
+        )
+
+    async def _generate_with_tools(
+        self, task: Task, condition: str, messages: list[dict[str, Any]], started: float
+    ) -> Generation:
+        assert task.tools is not None
+        native = not self.llm.is_local  # local models: the text protocol of .tools
+        loop = await run_tool_loop(self.llm, messages, task.tools, task.function_name, self.budget, native)
+        return Generation(
+            task_id=task.task_id,
+            condition=condition,
+            model=self.llm.model,
+            messages=loop.messages,
+            response=loop.response,
+            code=loop.code,
+            function_name=task.function_name,
+            usage=Usage(prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens),
+            cost_usd=loop.cost_usd,
+            cached=loop.cached,
+            error=loop.error,
+            llm_seconds=loop.llm_seconds,
+            seconds=time.perf_counter() - started,
+            trajectory=loop.trajectory,
+            tool_stats=loop.stats,
         )

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import ConfigError, ModelError
@@ -46,11 +46,22 @@ class LLMStats(BaseModel):
     cost_usd: float = 0.0
 
 
+class ToolCall(BaseModel):
+    """A function call the model asked for (native function calling, or parsed from its text)."""
+
+    id: str = ""
+    name: str
+    arguments: str
+    """JSON text, as the provider returned it (it may not parse: that is the model's error)."""
+
+
 class LLMResult(BaseModel):
     """One completion (or the error that replaced it)."""
 
     model: str
     text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Native function calls (only when the request passed ``tools``)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -190,9 +201,12 @@ class LLMClient:
         """Fail fast when the model is unknown or its key is missing (see :func:`check_model`)."""
         check_model(self.model, self.api_base, self._api_key)
 
-    def key(self, messages: list[dict[str, Any]]) -> str:
-        """Cache key of a request: model, messages, output-affecting params and the API base."""
-        return cache_key(self.model, messages, {**self.params, "api_base": self.api_base})
+    def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """Cache key of a request: model, messages, tools, output-affecting params and the API base."""
+        params = {**self.params, "api_base": self.api_base}
+        if tools:
+            params["tools"] = tools
+        return cache_key(self.model, messages, params)
 
     async def _prepare(self) -> Any:
         from ._litellm import litellm_module
@@ -206,9 +220,14 @@ class LLMClient:
         self._ready = True
         return litellm
 
-    async def complete(self, messages: list[dict[str, Any]]) -> LLMResult:
-        """The completion for ``messages``: from the cache, or from the provider with retries."""
-        key = self.key(messages)
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> LLMResult:
+        """The completion for ``messages``: from the cache, or from the provider with retries.
+
+        ``tools`` (OpenAI function schemas) enables native function calling; the calls come back in
+        :attr:`LLMResult.tool_calls`."""
+        key = self.key(messages, tools)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.stats.cache_hits += 1
             return LLMResult(model=self.model, cached=True, **hit)
@@ -217,13 +236,14 @@ class LLMClient:
                 self.stats.cache_hits += 1
                 return LLMResult(model=self.model, cached=True, **hit)
             litellm = await self._prepare()
-            result = await self._call_with_retries(litellm, messages)
+            result = await self._call_with_retries(litellm, messages, tools)
         if result.ok and self.cache is not None:
             self.cache.put(
                 key,
                 self.model,
                 {
                     "text": result.text,
+                    "tool_calls": [c.model_dump() for c in result.tool_calls],
                     "prompt_tokens": result.prompt_tokens,
                     "completion_tokens": result.completion_tokens,
                     "cost_usd": result.cost_usd,
@@ -258,9 +278,13 @@ class LLMClient:
             reraise=True,  # the last error itself, not tenacity's RetryError
         )
 
-    async def _call_with_retries(self, litellm: Any, messages: list[dict[str, Any]]) -> LLMResult:
+    async def _call_with_retries(
+        self, litellm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> LLMResult:
         fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
+        if tools:
+            kwargs["tools"] = tools
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:
@@ -302,6 +326,15 @@ class LLMClient:
     def _result(self, litellm: Any, response: Any, attempts: int, started: float) -> LLMResult:
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
+        calls = [
+            ToolCall(
+                id=str(getattr(c, "id", "") or ""),
+                name=str(getattr(c.function, "name", "") or ""),
+                arguments=str(getattr(c.function, "arguments", "") or ""),
+            )
+            for c in (getattr(choice.message, "tool_calls", None) or [])
+            if getattr(c, "function", None) is not None
+        ]
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -321,6 +354,7 @@ class LLMClient:
         return LLMResult(
             model=self.model,
             text=text,
+            tool_calls=calls,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=cost,

@@ -178,6 +178,8 @@ class PluginAgent:
             attempts=1,
             llm_seconds=waited,
             seconds=time.perf_counter() - started,
+            trajectory=list(task.tools.log) if task.tools is not None else [],
+            tool_stats=task.tools.usage() if task.tools is not None else None,
         )
 
 

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from ..errors import ConfigError
+from .tools import SearchResult, TestOutcome, Tools
 
 __all__ = [
     "CONDITIONS",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 CONDITIONS = ("closed_book", "rag", "oracle", "distractor")
+"""The built-in templates of the default conditions (``agent.md`` and ``agent_rag.md`` exist too)."""
+TEMPLATES = (*CONDITIONS, "agent", "agent_rag")
 VARIABLES = ("task", "signature", "function_name", "context")
 
 _SECTION = re.compile(r"^<!--\s*(system|user)\s*-->[ \t]*$", re.MULTILINE)
@@ -53,6 +56,40 @@ class Task(BaseModel):
     """The required function's name (what the tests call)."""
     context: list[str] = Field(default_factory=list)
     """Snippets shown as context; empty for ``closed_book``."""
+    _tools: Tools | None = PrivateAttr(None)
+
+    @property
+    def tools(self) -> Tools | None:
+        """The condition's tools (``agent``, ``agent_rag``), else None."""
+        return self._tools
+
+    def with_tools(self, tools: Tools | None) -> Task:
+        self._tools = tools
+        return self
+
+    @property
+    def visible_tests(self) -> tuple[str, ...]:
+        """The asserts ``run_tests`` runs (empty without tools); held-out ones score the task."""
+        return self._tools.visible_tests if self._tools is not None else ()
+
+    def _need_tools(self) -> Tools:
+        if self._tools is None:
+            raise ConfigError(f"task {self.task_id}: this condition gives no tools (use agent or agent_rag)")
+        return self._tools
+
+    def search(self, query: str, k: int = 3) -> list[SearchResult]:
+        """The run's retriever over the pool: the top ``k`` snippets (corpus_id, code, score)."""
+        return self._need_tools().search(query, k)
+
+    def run_tests(self, code: str) -> list[TestOutcome]:
+        """``code`` run in the sandbox against the visible asserts: one outcome per assert."""
+        return self._need_tools().run_tests(code)
+
+    async def asearch(self, query: str, k: int = 3) -> list[SearchResult]:
+        return await self._need_tools().asearch(query, k)
+
+    async def arun_tests(self, code: str) -> list[TestOutcome]:
+        return await self._need_tools().arun_tests(code)
 
     def variables(self) -> dict[str, str]:
         """The template variables (``prompts/README.md``); a LangChain agent plug-in gets these as input."""
@@ -231,9 +268,7 @@ def load_template(condition: str, prompt: str | Path | None = None) -> PromptTem
     base = Path(prompt).expanduser() if prompt is not None else prompts_dir()
     path = base / f"{condition}.md" if base.is_dir() else base
     # a template other than the built-in conditions' (a registered condition's own) must exist as a file
-    if condition not in CONDITIONS and (
-        not re.fullmatch(r"[a-z][a-z0-9_]*", condition) or not path.is_file()
-    ):
+    if condition not in TEMPLATES and (not re.fullmatch(r"[a-z][a-z0-9_]*", condition) or not path.is_file()):
         raise ConfigError(
             f"unknown condition {condition!r}: choose from {', '.join(CONDITIONS)}, or add {condition}.md "
             f"to the prompt directory"

@@ -145,8 +145,8 @@ def retrieve_all(
     plugins = [check_retriever(r) for r in retrievers]  # import and signature problems, before any work
     reranking = reranking_for(settings)
     loaded = load_pool(pool)
-    if settings.limit:
-        loaded = loaded.model_copy(update={"queries": loaded.queries[: settings.limit]})
+    if settings.limit or settings.sample:
+        loaded = loaded.model_copy(update={"queries": settings.select(loaded.queries)})
     results: list[RetrievalResult] = []
     with (
         make_executor(settings.sandbox, settings.sandbox_workers) as executor,

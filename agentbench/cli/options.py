@@ -16,12 +16,15 @@ _FIELDS = RetrievalSettings.model_fields
 DEFAULTS = {name: f.default for name, f in _FIELDS.items()}
 
 
-def option(name: str, *decls: str, help: str | None = None) -> typer.models.OptionInfo:
+def option(
+    name: str, *decls: str, help: str | None = None, fields: dict | None = None
+) -> typer.models.OptionInfo:
     """The typer option of settings field ``name`` (flag ``--name-with-dashes`` unless given)."""
-    return typer.Option(*(decls or (flag(name),)), help=help or _FIELDS[name].description)
+    return typer.Option(*(decls or (flag(name),)), help=help or (fields or _FIELDS)[name].description)
 
 
 LimitOpt = Annotated[int | None, option("limit")]
+SampleOpt = Annotated[int | None, option("sample")]
 SandboxOpt = Annotated[str, option("sandbox")]
 SandboxWorkersOpt = Annotated[int | None, option("sandbox_workers")]
 TimeoutOpt = Annotated[float, option("timeout")]

@@ -22,6 +22,7 @@ from .options import (
     LimitOpt,
     RerankKOpt,
     RerankOpt,
+    SampleOpt,
     SandboxOpt,
     SandboxWorkersOpt,
     SeedOpt,
@@ -207,6 +208,7 @@ def retrieve(
         ),
     ] = None,
     limit: LimitOpt = DEFAULTS["limit"],
+    sample: SampleOpt = DEFAULTS["sample"],
     out: Annotated[
         Path | None, typer.Option("--out", help="Results directory (default runs/retrieval-<timestamp>/).")
     ] = None,
@@ -226,6 +228,7 @@ def retrieve(
 
     settings = retrieval_settings(
         limit=limit,
+        sample=sample,
         sandbox=sandbox,
         sandbox_workers=workers,
         timeout=timeout,

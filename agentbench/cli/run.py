@@ -9,6 +9,7 @@ import typer
 
 from ..agent import DEFAULT_MODEL
 from ..pipeline.conditions import DEFAULT_CONDITIONS, available
+from ..pipeline.config import RunConfig
 from ..retrieval import DEFAULT_EMBEDDER
 from .check import (  # CI gate (issue 6)
     FailOverOpt,
@@ -25,6 +26,7 @@ from .options import (
     LimitOpt,
     RerankKOpt,
     RerankOpt,
+    SampleOpt,
     SandboxOpt,
     SandboxWorkersOpt,
     SeedOpt,
@@ -32,6 +34,14 @@ from .options import (
     TimeoutOpt,
     VisibleTestsOpt,
 )
+from .options import option as _option
+
+_RUN_FIELDS = RunConfig.model_fields
+_RUN_DEFAULTS = {name: f.default for name, f in _RUN_FIELDS.items()}
+
+
+def _run_option(name: str):  # noqa: ANN202 - a typer OptionInfo
+    return _option(name, fields=_RUN_FIELDS)
 
 
 def run(
@@ -66,6 +76,7 @@ def run(
         int, typer.Option("--k", help="Retrieved snippets given as context in the rag condition.")
     ] = 1,
     limit: LimitOpt = DEFAULTS["limit"],
+    sample: SampleOpt = DEFAULTS["sample"],
     concurrency: Annotated[int, typer.Option(help="Concurrent LLM requests.")] = 4,
     run_dir: Annotated[
         str | None, typer.Option(help="Run directory (default runs/<timestamp>-<llm>-<embedder>).")
@@ -88,6 +99,12 @@ def run(
     rerank: RerankOpt = DEFAULTS["rerank"],
     visible_tests: VisibleTestsOpt = DEFAULTS["visible_tests"],
     rerank_k: RerankKOpt = DEFAULTS["rerank_k"],
+    max_turns: Annotated[int, _run_option("max_turns")] = _RUN_DEFAULTS["max_turns"],
+    max_tool_calls: Annotated[int, _run_option("max_tool_calls")] = _RUN_DEFAULTS["max_tool_calls"],
+    max_agent_tokens: Annotated[int, _run_option("max_agent_tokens")] = _RUN_DEFAULTS["max_agent_tokens"],
+    max_agent_seconds: Annotated[float | None, _run_option("max_agent_seconds")] = _RUN_DEFAULTS[
+        "max_agent_seconds"
+    ],
     # --- CI gate (issue 6): options; the logic is agentbench.analysis.gate via cli/check.py ---
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
@@ -110,6 +127,7 @@ def run(
         conditions=[c.strip() for c in conditions.split(",") if c.strip()],
         k=k,
         limit=limit,
+        sample=sample,
         concurrency=concurrency,
         seed=seed,
         prompt=prompt,
@@ -125,6 +143,10 @@ def run(
         rerank=rerank,
         visible_tests=visible_tests,
         rerank_k=rerank_k,
+        max_turns=max_turns,
+        max_tool_calls=max_tool_calls,
+        max_agent_tokens=max_agent_tokens,
+        max_agent_seconds=max_agent_seconds,
     )
     config = run_config(**settings)
     # --- CI gate (issue 6): bad thresholds fail before any work (exit 2) ---

@@ -34,6 +34,8 @@ __all__ = [
     "DEFAULT_CONDITIONS",
     "RAG_RERANKED",
     "kind_of",
+    "uses_tools",
+    "WithTools",
 ]
 
 RAG_RERANKED = "rag_reranked"  # --rerank: the rag prompt with the reranked top-k as context
@@ -83,6 +85,9 @@ class Condition:
     """only available with --rerank (and then added after rag by default)"""
     in_default: bool = True
     """part of a run when --conditions is not given"""
+    tools: bool = False
+    """the agent gets search_code, run_tests (on visible asserts) and submit; a run with such a condition
+    scores every condition on held-out asserts"""
 
     def plan(self, query: Query, inputs: PlanInputs) -> Context | None:
         """The context for ``query``, or None when the condition does not apply to it (no record)."""
@@ -133,6 +138,19 @@ class PairedDistractor(Condition):
         return Context([choice], "own_distractor")
 
 
+@dataclass(frozen=True)
+class WithTools(Condition):
+    """A tool-using condition: no context (``agent``) or the retriever's top k up front (``agent_rag``)."""
+
+    upfront: bool = False
+
+    def plan(self, query: Query, inputs: PlanInputs) -> Context | None:
+        if not self.upfront:
+            return Context([], "none")
+        ids = list(inputs.ranked.get(query.query_id, []))[: inputs.k]
+        return Context(ids, kind_of(query, ids[0]) if ids else "none", inputs.errors.get(query.query_id))
+
+
 _REGISTRY: dict[str, Condition] = {}
 
 
@@ -160,6 +178,10 @@ def get_condition(name: str) -> Condition:
         raise ConfigError(f"unknown condition {name!r}: use {', '.join(_REGISTRY)}") from None
 
 
+def uses_tools(names: list[str] | tuple[str, ...]) -> bool:
+    return any(get_condition(n).tools for n in names if n in _REGISTRY)
+
+
 def default_conditions(rerank: bool = False) -> list[str]:
     return [c.name for c in _REGISTRY.values() if c.in_default and (rerank or not c.needs_rerank)]
 
@@ -173,5 +195,20 @@ register(
 )
 register(Oracle("oracle", "oracle", "the canonical solution as context"))
 register(PairedDistractor("distractor", "distractor", "one of the query's own buggy clones as context"))
+register(
+    WithTools(
+        "agent", "agent", "tools (search, visible tests, submit), no context", in_default=False, tools=True
+    )
+)
+register(
+    WithTools(
+        "agent_rag",
+        "agent_rag",
+        "tools, and the retriever's top k up front as in rag",
+        in_default=False,
+        tools=True,
+        upfront=True,
+    )
+)
 
 DEFAULT_CONDITIONS: tuple[str, ...] = tuple(default_conditions())

@@ -14,10 +14,11 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from ..agent import DEFAULT_MODEL
+from ..agent.tools import Budget
 from ..errors import ConfigError
 from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.settings import RetrievalSettings
-from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available
+from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_conditions
 
 __all__ = ["RunConfig", "RUN_SCHEMA_VERSION", "RAG_RERANKED"]
 
@@ -55,6 +56,16 @@ class RunConfig(RetrievalSettings):
     max_tokens: int = 1024
     run_dir: str | None = None
     resume: bool = False
+    max_turns: int = Field(6, description="Agent conditions: model replies per task.")
+    max_tool_calls: int = Field(12, description="Agent conditions: tool calls per task.")
+    max_agent_tokens: int = Field(
+        12000, description="Agent conditions: prompt plus completion tokens per task."
+    )
+    max_agent_seconds: float | None = Field(
+        None,
+        description="Agent conditions: wall seconds per task (off by default: under load it would make "
+        "results depend on the machine's speed).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -75,7 +86,7 @@ class RunConfig(RetrievalSettings):
                 conditions.insert(conditions.index("rag") + 1, RAG_RERANKED)
             data["conditions"] = tuple(conditions)
         elif data.get("rerank"):
-            data["conditions"] = tuple(available(rerank=True))
+            data["conditions"] = tuple(default_conditions(rerank=True))
         return data
 
     @model_validator(mode="after")
@@ -90,6 +101,11 @@ class RunConfig(RetrievalSettings):
             raise ConfigError(f"--k must be at least 1, got {self.k}")
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
+        for name in ("max_turns", "max_tool_calls", "max_agent_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.max_agent_seconds is not None and not self.max_agent_seconds > 0:
+            raise ConfigError(f"--max-agent-seconds must be positive, got {self.max_agent_seconds}")
         if self.agent and self.prompt:
             raise ConfigError(
                 "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
@@ -99,6 +115,10 @@ class RunConfig(RetrievalSettings):
     def validate_values(self) -> RunConfig:
         """Kept for callers of 0.1: a RunConfig is validated when it is made."""
         return self
+
+    def budget(self) -> Budget:
+        """The per-task limits of the tool-using conditions."""
+        return Budget(self.max_turns, self.max_tool_calls, self.max_agent_tokens, self.max_agent_seconds)
 
     @property
     def agent_name(self) -> str:

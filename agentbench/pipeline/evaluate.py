@@ -23,12 +23,13 @@ from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
 from ..progress import stderr
 from ..retrieval import evaluate_retrieval
-from ..retrieval.rerank import reranking_for
+from ..retrieval.rerank import HeldOutSplit, reranking_for
 from ..retrieval.results import RetrievalResult
-from .conditions import Condition, PlanInputs, get_condition
+from .conditions import Condition, PlanInputs, get_condition, uses_tools
 from .config import RunConfig
 from .records import ContextKind, RunRecord
 from .rundir import RunDirectory
+from .tools import RunTools
 
 __all__ = ["run_pipeline", "RunResult"]
 
@@ -150,6 +151,7 @@ async def _generate_and_execute(
     metas: dict[str, DistractorMeta],
     config: RunConfig,
     suites: dict[str, tuple[str, ...]],
+    tools: RunTools | None = None,
 ) -> list[RunRecord]:
     started = time.perf_counter()
     tasks = [
@@ -159,7 +161,7 @@ async def _generate_and_execute(
             pool.snippet(it.query.correct_corpus_ids[0]).code,
             context=[pool.snippet(c).code for c in it.context_ids],
             tests=it.query.test_suite,
-        )
+        ).with_tools(tools.for_query(it.query) if tools is not None and it.condition.tools else None)
         for it in items
     ]
     generations = await asyncio.gather(
@@ -219,6 +221,8 @@ async def _generate_and_execute(
                 llm_seconds=gen.llm_seconds,
                 exec_seconds=exec_seconds if verdict is not None else 0.0,
                 seconds=time.perf_counter() - started,
+                trajectory=gen.trajectory,
+                tool_stats=gen.tool_stats,
             )
         )
     return records
@@ -274,7 +278,7 @@ def _make_agent(
         concurrency=config.concurrency,
     )
     client.check()  # missing API key or unknown model: fail before any work
-    built = Agent(client, prompt=config.prompt)
+    built = Agent(client, prompt=config.prompt, budget=config.budget())
     for name in config.conditions:  # a missing or malformed template fails before any work
         built.template(get_condition(name).template)
     return built, client
@@ -309,7 +313,7 @@ def run_pipeline(
     if named:
         config = config.model_copy(update=named)
     full = load_pool(config.pool)
-    queries = full.queries[: config.limit] if config.limit else full.queries
+    queries = config.select(full.queries)
     pool = full.model_copy(update={"queries": queries})
     if retriever_name:  # a factory builds its index now: its failure must not leave a run directory behind
         from ..retrieval.plugin import plugin_searcher
@@ -320,9 +324,10 @@ def run_pipeline(
     done = {r.key: r for r in directory.load_records()}
     exec_cache = ExecCache()
     reranking = reranking_for(config)
-    suites = {
-        q.query_id: reranking.split(q).held_out if reranking else tuple(q.test_suite) for q in pool.queries
-    }
+    tooled = uses_tools(config.conditions)
+    # --rerank or a tool condition (run_tests sees the visible asserts): every condition on held-out ones
+    split = reranking or (HeldOutSplit(config.visible, config.seed) if tooled and config.visible else None)
+    suites = {q.query_id: split.split(q).held_out if split else tuple(q.test_suite) for q in pool.queries}
     with make_executor(config.sandbox, config.sandbox_workers) as executor:
         retrieval = evaluate_retrieval(
             pool,
@@ -334,8 +339,10 @@ def run_pipeline(
             exec_cache=exec_cache,
             progress=show_progress,
             rerank=reranking,
+            split=None if reranking else split,
         )
         directory.write_retrieval(retrieval)
+        tools = RunTools(pool, config, executor, exec_cache, split, retriever) if tooled and split else None
         items = _plan(pool, retrieval, config)
         context_verdicts = _context_verdicts(items, pool, executor, exec_cache, config.timeout, suites)
         metas = {d.corpus_id: d for d in pool.distractors}
@@ -358,7 +365,16 @@ def run_pipeline(
                 batch = todo[start : start + chunk]
                 records = asyncio.run(
                     _generate_and_execute(
-                        batch, pool, the_agent, executor, exec_cache, context_verdicts, metas, config, suites
+                        batch,
+                        pool,
+                        the_agent,
+                        executor,
+                        exec_cache,
+                        context_verdicts,
+                        metas,
+                        config,
+                        suites,
+                        tools,
                     )
                 )
                 for rec in records:
@@ -374,6 +390,8 @@ def run_pipeline(
         finally:
             if bar:
                 bar.__exit__(None, None, None)
+            if tools is not None:
+                tools.close()
     order = {(it.query.query_id, it.condition.name): i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     if client is not None:

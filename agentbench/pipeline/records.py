@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -30,7 +30,7 @@ class RunRecord(BaseModel):
     """Whether the first context snippet passes this query's tests (None without context)."""
     context_results: list[str] = Field(default_factory=list)
     context_bug_type: str = ""
-    messages: list[dict[str, str]] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
     response: str = ""
     code: str = ""
     status: Literal["ok", "no_code", "llm_error", "infra_error", "agent_error", "retriever_error"] = "ok"
@@ -51,6 +51,11 @@ class RunRecord(BaseModel):
     llm_seconds: float = 0.0
     exec_seconds: float = 0.0
     seconds: float = 0.0
+    trajectory: list[dict[str, Any]] = Field(default_factory=list)
+    """Tool conditions: every reply (with its tool calls and tokens) and tool result, in order."""
+    tool_stats: dict[str, Any] | None = None
+    """Tool conditions: turns, tool calls (valid/invalid), searches, test runs, searches after a failing
+    run_tests, ``submitted`` and ``budget_exhausted`` (the budget it ran out of, scored on its last code)."""
 
     @property
     def key(self) -> tuple[str, str]:

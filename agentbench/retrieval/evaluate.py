@@ -28,7 +28,7 @@ from .metrics import (
     diagnostics,
 )
 from .ranking import Ranking
-from .rerank import Reranking, rerank_stage
+from .rerank import HeldOutSplit, Reranking, rerank_stage
 from .results import RESULTS_VERSION, RetrievalResult
 from .search import Hit, Searcher, open_searcher
 from .settings import RetrievalSettings
@@ -90,6 +90,7 @@ def evaluate_retrieval(
     n_resamples: int = 5000,
     progress: bool = True,
     rerank: Reranking | None = None,
+    split: HeldOutSplit | None = None,
 ) -> RetrievalResult:
     """Score ``embedder_spec`` on ``pool`` under ``settings`` (cutoffs, store, timeout, seed; the pool is
     already limited); returns the results dict (see the module docstring).
@@ -99,6 +100,7 @@ def evaluate_retrieval(
 
     With ``rerank`` (see :mod:`.rerank`), every metric is computed on each query's held-out asserts: the
     top-level ones for vector order (the baseline), those under ``"rerank"`` for the reranked order.
+    ``split`` alone (a run with tool-using conditions) scores on held-out asserts without reranking.
 
     ``retriever`` (a :class:`~.search.Searcher`, a plug-in object or a ``module:attr`` string, see
     :mod:`.plugin`) replaces the embedder; per-query plug-in failures are listed under ``"errors"``.
@@ -156,7 +158,8 @@ def evaluate_retrieval(
         ]
         all_scores = searcher.score_all(texts)
         searched = time.perf_counter()
-        suites = [rerank.split(q).held_out for q in pool.queries] if rerank is not None else None
+        splitter = rerank if rerank is not None else split
+        suites = [splitter.split(q).held_out for q in pool.queries] if splitter is not None else None
         verdicts = _execute(pool, hits, executor, exec_cache, timeout, progress, suites)
         executed = time.perf_counter()
         searcher.close()
@@ -200,7 +203,7 @@ def evaluate_retrieval(
             "seed": seed,
             "n_resamples": n_resamples,
             "depth": depth,
-            "scored_on": "held_out" if rerank is not None else "all",
+            "scored_on": "held_out" if rerank is not None or split is not None else "all",
             "store": "memory" if reused is None else ("reused" if reused else "built"),
             "collection": getattr(searcher, "collection_name", None),
             "timing": {

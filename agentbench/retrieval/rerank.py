@@ -140,6 +140,18 @@ def split_tests(tests: Sequence[str], visible: VisibleTests, seed: int, key: str
     )
 
 
+@dataclass(frozen=True)
+class HeldOutSplit:
+    """The visible/held-out split without a reranker: what the tool-using conditions run (visible asserts
+    in ``run_tests``) and are scored on (held-out ones), the same split as ``--rerank`` would make."""
+
+    visible: VisibleTests
+    seed: int = 0
+
+    def split(self, query: Query) -> TestSplit:
+        return split_tests(query.test_suite, self.visible, self.seed, query.query_id)
+
+
 # ---------------------------------------------------------------- what a reranker sees and returns
 
 

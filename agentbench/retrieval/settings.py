@@ -45,6 +45,10 @@ class RetrievalSettings(BaseModel):
 
     ks: tuple[int, ...] = Field(DEFAULT_KS, description="Cutoffs k of exec@k, precision@k and nDCG@k.")
     limit: int | None = Field(None, description="Only the first N queries of the pool.")
+    sample: int | None = Field(
+        None,
+        description="Only a random sample of N queries, drawn with --seed (in pool order; after --limit).",
+    )
     sandbox: str = Field("auto", description="Executor: auto, docker or process.")
     sandbox_workers: int | None = Field(None, description="Parallel sandbox workers (default: cores).")
     timeout: float = Field(10.0, description="Seconds of CPU time per execution.")
@@ -61,7 +65,9 @@ class RetrievalSettings(BaseModel):
         "computed on held-out asserts, before and after.",
     )
     visible_tests: str = Field(
-        "0.5", description="With --rerank: visible asserts per query, a count N or a fraction."
+        "0.5",
+        description="With --rerank or the agent conditions: visible asserts per query, a count N or a "
+        "fraction; the rest are held out and score every condition.",
     )
     rerank_k: int = Field(10, description="With --rerank: candidates reranked.")
 
@@ -87,6 +93,8 @@ class RetrievalSettings(BaseModel):
             raise ConfigError(f"cutoffs must be positive integers, got {list(self.ks)}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+        if self.sample is not None and self.sample < 1:
+            raise ConfigError(f"--sample must be at least 1, got {self.sample}")
         if self.sandbox not in SANDBOX_KINDS:
             raise ConfigError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOX_KINDS)}")
         if self.sandbox_workers is not None and self.sandbox_workers < 1:
@@ -99,12 +107,23 @@ class RetrievalSettings(BaseModel):
             from .store import parse_chroma_url
 
             parse_chroma_url(self.chroma_url)
-        if self.rerank:  # parsed here once; no model is loaded until the reranker runs
-            from .rerank import VisibleTests, parse_reranker
+        from .rerank import VisibleTests, parse_reranker
 
+        # parsed here once; no model is loaded until the reranker runs
+        self._visible = VisibleTests.parse(self.visible_tests)
+        if self.rerank:
             self._reranker = parse_reranker(self.rerank)
-            self._visible = VisibleTests.parse(self.visible_tests)
         return self
+
+    def select(self, queries: list[Any]) -> list[Any]:
+        """The queries a run or retrieval covers: the first ``limit``, then a seeded ``sample`` of them."""
+        chosen = queries[: self.limit] if self.limit else list(queries)
+        if self.sample is not None and self.sample < len(chosen):
+            import random
+
+            picked = set(random.Random(f"{self.seed}:sample").sample(range(len(chosen)), self.sample))
+            chosen = [q for i, q in enumerate(chosen) if i in picked]
+        return chosen
 
     @property
     def cutoffs(self) -> list[int]:
@@ -117,7 +136,7 @@ class RetrievalSettings(BaseModel):
 
     @property
     def visible(self) -> VisibleTests | None:
-        """The parsed ``--visible-tests`` value (None without --rerank)."""
+        """The parsed ``--visible-tests`` value."""
         return self._visible
 
     def retrieval_settings(self) -> RetrievalSettings:

@@ -157,3 +157,65 @@ def test_local_model_end_to_end(
     assert net["difference"] == pytest.approx(
         s["conditions"]["rag"]["pass_rate"] - s["conditions"]["closed_book"]["pass_rate"], abs=1e-3
     )
+
+
+def test_local_model_with_tools(weights: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agent_rag with the real 0.5B model: the text tool protocol, a trajectory per task, held-out scoring,
+    a rerun replayed from the cache, and --resume after the records file lost its last task."""
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    spec = local_model_spec(MODEL)
+    for name in (spec.filename, spec.filename + ".verified"):
+        (cache / "models" / name).symlink_to(weights.parent / name)
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(cache))
+    pool = core_subset(2, tmp_path / "pool")
+
+    def config(name: str, **kw) -> RunConfig:
+        return RunConfig(
+            pool=str(pool),
+            llm=MODEL,
+            embedder="bm25",
+            sandbox=_sandbox(),
+            conditions=["rag", "agent_rag"],
+            max_tokens=384,
+            max_turns=3,
+            concurrency=2,
+            run_dir=str(tmp_path / name),
+            store_dir=str(tmp_path / "stores"),
+            **kw,
+        )
+
+    first = evaluate(config("first"), show_progress=False)
+    tooled = [r for r in first.records if r.condition == "agent_rag"]
+    assert len(tooled) == 2 and not [r for r in first.records if r.status in ("llm_error", "infra_error")]
+    for rec in tooled:
+        stats = rec.tool_stats
+        assert stats["protocol"] == "text" and 1 <= stats["turns"] <= 3
+        assert stats["valid_tool_calls"] + stats["invalid_tool_calls"] == stats["tool_calls"]
+        replies = [s for s in rec.trajectory if s["type"] == "assistant"]
+        assert len(replies) == stats["turns"] and all(s["prompt_tokens"] > 0 for s in replies)
+        assert rec.prompt_tokens == sum(s["prompt_tokens"] for s in replies)
+        assert "<tools>" in rec.messages[0]["content"]  # the protocol was in the system prompt
+    # every condition is scored on the held-out asserts
+    queries = {q.query_id: q for q in load_pool(pool).queries}
+    for rec in first.records:
+        if rec.results:
+            assert len(rec.results) < len(queries[rec.query_id].test_suite)
+    agent = first.summary["agent"]["agent_rag"]
+    assert (
+        agent["n"] == 2 and agent["valid_tool_call_rate"] is None or 0 <= agent["valid_tool_call_rate"] <= 1
+    )
+    calls = first.summary["llm"]["calls"]
+    assert calls >= 3  # two rag replies (or cache hits) and at least one agent turn per task
+
+    # a rerun replays every step from the response cache: zero LLM calls, same trajectories
+    second = evaluate(config("second"), show_progress=False)
+    assert second.summary["llm"]["calls"] == 0
+    assert [r.trajectory for r in second.records] == [r.trajectory for r in first.records]
+
+    # --resume after the last record was lost redoes only that task (from the cache)
+    lines = (first.run_dir / "records.jsonl").read_text().splitlines()
+    (first.run_dir / "records.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    resumed = evaluate(config("first", resume=True), show_progress=False)
+    assert [r.trajectory for r in resumed.records] == [r.trajectory for r in first.records]
+    assert resumed.summary["llm"]["calls"] == 0

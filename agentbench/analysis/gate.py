@@ -4,7 +4,8 @@ Metric names (all values are rates in [0, 1]):
 
 - retrieval: ``exec@K``, ``precision@K``, ``ndcg@K``, ``exec_ndcg_gap@K``, ``mrr``;
 - generation: ``<condition>.pass`` (``rag.pass``, ``oracle.pass``, ``closed_book.pass``, ``distractor.pass``,
-  ``rag_reranked.pass`` with ``--rerank``);
+  ``rag_reranked.pass`` with ``--rerank``, ``agent.pass``, ``agent_rag.pass``); ``<condition>.repair``, the
+  pass rate of that condition's generations given buggy context (``agent_rag.repair`` vs ``rag.repair``);
 - propagation: ``bug_inheritance``, ``mutated_line``, ``repair``, ``retrieval_errors_became_failures``
   (``_rate`` suffixes are accepted too);
 - attribution (paired per query, needs closed_book and rag in the run): ``retrieval_induced_failures``
@@ -59,11 +60,11 @@ _ATTRIBUTION = ("retrieval_induced_failures", "retrieval_rescues")
 LOWER_IS_BETTER = frozenset(
     {"bug_inheritance", "mutated_line", "retrieval_errors_became_failures", "retrieval_induced_failures"}
 )
-_CONDITION = re.compile(r"^[a-z][a-z0-9_]*\.pass$")
+_CONDITION = re.compile(r"^[a-z][a-z0-9_]*\.(?:pass|repair)$")
 _RETRIEVAL = re.compile(r"^(?:(?:exec|precision|ndcg|exec_ndcg_gap)@[1-9][0-9]*|mrr)$")
 _FLAG = {"fail_under": "--fail-under", "fail_over": "--fail-over", "max_drop": "--max-drop"}
 _METRIC_FORMS = (
-    "exec@K, precision@K, ndcg@K, mrr, <condition>.pass (e.g. "
+    "exec@K, precision@K, ndcg@K, mrr, <condition>.pass, <condition>.repair (e.g. "
     f"{', '.join(c + '.pass' for c in DEFAULT_CONDITIONS)}), {', '.join(_PROPAGATION)}, {', '.join(_ATTRIBUTION)}"
 )
 
@@ -135,7 +136,7 @@ def check_available(thresholds: Sequence[Threshold], conditions: Iterable[str]) 
     """Before a run starts: refuse thresholds on conditions the run will not evaluate."""
     run = list(conditions)
     for t in thresholds:
-        if t.metric.endswith(".pass") and t.metric[: -len(".pass")] not in run:
+        if t.metric.endswith((".pass", ".repair")) and t.metric.rsplit(".", 1)[0] not in run:
             raise ConfigError(
                 f"{_FLAG[t.kind]} {t.metric}: the condition is not part of this run (conditions: "
                 f"{', '.join(run)})"
@@ -156,6 +157,14 @@ def metric_value(summary: dict, metric: str) -> float | None:
             have = ", ".join(k for k in metrics if k.startswith("exec@")) or "none"
             raise ConfigError(f"the run has no retrieval metric {metric!r} (exec cutoffs: {have})")
         return metrics[metric]
+    if metric.endswith(".repair"):
+        condition = metric[: -len(".repair")]
+        if condition not in summary.get("conditions", {}):
+            raise ConfigError(
+                f"{metric}: the run did not evaluate the {condition} condition "
+                f"(it has {', '.join(summary.get('conditions', {})) or 'none'})"
+            )
+        return summary.get("propagation", {}).get("repair_rate_by_condition", {}).get(condition)
     if metric.endswith(".pass"):
         condition = metric[: -len(".pass")]
         conditions = summary.get("conditions", {})

@@ -348,6 +348,38 @@ def _domain_view(summary: Any) -> dict:
     return {"conditions": conds, "rows": rows}
 
 
+def _trajectory(rec: RunRecord) -> list[dict] | None:
+    """A tool condition's steps for the page: each reply with its calls and tokens, each tool result."""
+    if not rec.trajectory:
+        return None
+    steps = []
+    for step in rec.trajectory:
+        if step.get("type") == "assistant":
+            calls = (
+                ", ".join(c.get("name") or "(unparsed)" for c in step.get("tool_calls") or []) or "no call"
+            )
+            tokens = f"{step.get('prompt_tokens', 0)}+{step.get('completion_tokens', 0)} tokens"
+            steps.append(
+                {"head": f"reply: {calls} ({tokens})", "lines": _code_lines(step.get("content") or "")}
+            )
+        elif step.get("type") == "tool":
+            valid = "" if step.get("valid", True) else ", invalid"
+            args = step.get("arguments")
+            body = (f"{args}\n\n" if isinstance(args, str) and args else "") + str(step.get("result", ""))
+            steps.append({"head": f"{step.get('name')}{valid}", "lines": _code_lines(body)})
+        else:
+            steps.append(
+                {"head": step.get("type", "step"), "lines": _code_lines(str(step.get("content", "")))}
+            )
+    stats = rec.tool_stats or {}
+    summary = ", ".join(
+        f"{k.replace('_', ' ')} {v}"
+        for k, v in stats.items()
+        if k not in ("protocol",) and v not in (None, False)
+    )
+    return [{"head": f"trajectory ({stats.get('protocol', 'plug-in')}): {summary}", "lines": None}, *steps]
+
+
 def _code_lines(
     code: str, highlight: set[int] | None = None, removed: dict[int, list[str]] | None = None, note: str = ""
 ) -> list[dict]:
@@ -494,6 +526,7 @@ class _QueryViews:
             "snippets": [self.snippet(cid, rec.query_id) for cid in rec.context_ids],
             "generated": code,
             "response": _code_lines(rec.response) if code is None and rec.response else None,
+            "trajectory": _trajectory(rec),
         }
 
     def query(self, qid: str, recs: list[RunRecord]) -> dict:

@@ -101,6 +101,52 @@ def _rerank(retrieval: dict, conditions: dict) -> dict:
     }
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _agent(records: list[RunRecord]) -> dict | None:
+    """Tool-using conditions: what the agents did with the tools and whether it repaired buggy context
+    (repair and bug inheritance under agent_rag are comparable with rag's: same held-out asserts)."""
+    by_condition = _by([r for r in records if r.tool_stats is not None], lambda r: r.condition)
+    if not by_condition:
+        return None
+    out = {}
+    for condition, group in by_condition.items():
+        stats = [r.tool_stats or {} for r in group]
+        scored = [r for r in group if r.scored]
+        buggy = [r for r in scored if r.context_passes is False]
+        failed_buggy = [r for r in buggy if not r.passed]
+        valid = sum(s.get("valid_tool_calls", 0) for s in stats)
+        invalid = sum(s.get("invalid_tool_calls", 0) for s in stats)
+        turns = sum(s.get("turns", 0) for s in stats)
+        out[condition] = {
+            "n": len(group),
+            "tool_calls_per_task": _mean([s.get("tool_calls", 0) for s in stats]),
+            "turns_per_task": _mean([s.get("turns", 0) for s in stats if "turns" in s]),
+            "searches_per_task": _mean([s.get("searches", 0) for s in stats]),
+            "test_runs_per_task": _mean([s.get("test_runs", 0) for s in stats]),
+            "searches_after_failing_tests": sum(s.get("searches_after_failing_tests", 0) for s in stats),
+            "tasks_searching_after_failing_tests": sum(
+                bool(s.get("searches_after_failing_tests")) for s in stats
+            ),
+            "valid_tool_call_rate": rate(valid, valid + invalid),
+            "tagged_tool_call_rate": rate(
+                valid - sum(s.get("lenient_tool_calls", 0) for s in stats), valid + invalid
+            ),
+            "replies_without_call_rate": rate(sum(s.get("replies_without_call", 0) for s in stats), turns),
+            "submitted": sum(bool(s.get("submitted")) for s in stats),
+            "budget_exhausted": sum(s.get("budget_exhausted") is not None for s in stats),
+            "tokens_per_task": _mean([r.prompt_tokens + r.completion_tokens for r in group]),
+            "cost_usd_per_task": round(sum(r.cost_usd for r in group if not r.cached) / len(group), 6),
+            "repair": proportion(sum(r.passed for r in buggy), len(buggy)),
+            "bug_inheritance": proportion(
+                sum(bool(r.inherited_outcomes) for r in failed_buggy), len(failed_buggy)
+            ),
+        }
+    return out
+
+
 def _per_query(records: list[RunRecord]) -> list[dict]:
     """Each query's outcome under every condition it has a record for (None: not scored, e.g. an LLM
     error) and what its rag top-1 was."""
@@ -172,6 +218,7 @@ def summarize(
             for d, g in _by(scored, lambda r: r.domain).items()
         },
         **_rerank(retrieval, conditions),
+        **({"agent": agent} if (agent := _agent(records)) else {}),
         "llm": {
             "model": config.agent_name,
             "calls": llm_stats.get("calls", 0),

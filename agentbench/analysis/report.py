@@ -136,6 +136,59 @@ def attribution_rows(summary: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _ci(p: dict) -> str:
+    if not p or p.get("pass_rate") is None:
+        return "-"
+    lo, hi = p["ci95"]
+    return f"{p['pass_rate']:.3f} [{lo:.2f}, {hi:.2f}] ({p['passed']}/{p['n']})"
+
+
+def agent_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The tool conditions side by side (header, rows); empty without them."""
+    agent = summary.get("agent") or {}
+    if not agent:
+        return [], []
+    names = list(agent)
+    header = ["", *names]
+
+    def num(key: str, fmt: str = "{:.2f}") -> list[str]:
+        return [fmt.format(agent[c][key]) if agent[c].get(key) is not None else "-" for c in names]
+
+    rows = [
+        ["tool calls per task", *num("tool_calls_per_task")],
+        ["replies per task", *num("turns_per_task")],
+        [
+            "searches / test runs per task",
+            *[f"{agent[c]['searches_per_task']:.2f} / {agent[c]['test_runs_per_task']:.2f}" for c in names],
+        ],
+        [
+            "searches after a failing run_tests",
+            *[
+                f"{agent[c]['searches_after_failing_tests']} ({agent[c]['tasks_searching_after_failing_tests']} tasks)"
+                for c in names
+            ],
+        ],
+        [
+            "valid tool calls (in the exact format)",
+            *[
+                f"{agent[c]['valid_tool_call_rate']:.3f} ({agent[c]['tagged_tool_call_rate']:.3f})"
+                if agent[c].get("valid_tool_call_rate") is not None
+                else "-"
+                for c in names
+            ],
+        ],
+        [
+            "submitted / out of budget",
+            *[f"{agent[c]['submitted']} / {agent[c]['budget_exhausted']}" for c in names],
+        ],
+        ["tokens per task", *num("tokens_per_task", "{:.0f}")],
+        ["cost per task (USD)", *num("cost_usd_per_task", "{:.4f}")],
+        ["repair under buggy context", *[_ci(agent[c]["repair"]) for c in names]],
+        ["bug inheritance of its failures", *[_ci(agent[c]["bug_inheritance"]) for c in names]],
+    ]
+    return header, rows
+
+
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(
@@ -158,6 +211,14 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
         for row in rows:
             attr.add_row(*row)
         console.print(attr)
+    header, rows = agent_rows(summary)
+    if rows:
+        tools = Table(title="agents with tools (held-out asserts)")
+        for col in header:
+            tools.add_column(col)
+        for row in rows:
+            tools.add_row(*row)
+        console.print(tools)
 
 
 def render_report(summary: dict) -> str:
@@ -180,6 +241,14 @@ def render_report(summary: dict) -> str:
             "| what retrieval did (paired per query, 95% bootstrap CI) | |",
             "|---|---|",
             *(f"| {a} | {b} |" for a, b in rows),
+            "",
+        ]
+    header, rows = agent_rows(summary)
+    if rows:
+        lines += [
+            "| " + " | ".join(header or ["agents with tools"]) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows),
             "",
         ]
     return "\n".join(lines)

@@ -89,7 +89,7 @@ class SummaryTiming(Record):
 class RunSummary(Record):
     """Retrieval-only and end-to-end numbers of one run, side by side."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"rerank"})
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"rerank", "agent"})
 
     schema_version: int = SUMMARY_VERSION
     run: RunIdentity
@@ -105,6 +105,10 @@ class RunSummary(Record):
     by_domain: dict[str, dict[str, dict[str, Any]]]
     rerank: dict[str, Any] | None = None
     """with --rerank: exec@1 and rag pass rate before and after reranking, and its cost"""
+    agent: dict[str, dict[str, Any]] | None = None
+    """with the tool conditions (agent, agent_rag): per condition, tool calls, turns, searches, test runs,
+    searches after a failing run_tests, valid tool-call rate, budgets run out, tokens and cost per task,
+    and repair and bug inheritance under buggy context (Wilson CIs)"""
     llm: LLMUsage
     per_query: list[QueryOutcome] = Field(default_factory=list)
     timing: SummaryTiming

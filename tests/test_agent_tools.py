@@ -140,11 +140,15 @@ def test_agent_conditions_with_native_tool_calls(tmp_path: Path, pool: Path) -> 
     # every condition is scored on the held-out asserts, the split is recorded
     summary = result.summary
     assert result.retrieval.run_info.scored_on == "held_out"
+    queries = {q.query_id: q for q in load_pool(pool).queries}
     held_out = {
         q.query_id: split_tests(q.test_suite, VisibleTests.parse("0.5"), 0, q.query_id).held_out
         for q in load_pool(pool).queries
     }
     assert all(len(r.results) == len(held_out[r.query_id]) for r in tooled)
+    for rec in tooled:  # the split is recorded: which asserts run_tests showed
+        split = split_tests(queries[rec.query_id].test_suite, VisibleTests.parse("0.5"), 0, rec.query_id)
+        assert rec.tool_stats["visible_tests"] == list(split.visible_idx)
     visible_run = next(s for s in tooled[0].trajectory if s["type"] == "tool")["result"]
     n_visible = len(load_pool(pool).queries[0].test_suite) - len(held_out[tooled[0].query_id])
     assert visible_run.startswith(tuple(f"{i}/{n_visible} visible" for i in range(n_visible + 1)))

@@ -222,7 +222,11 @@ async def _generate_and_execute(
                 exec_seconds=exec_seconds if verdict is not None else 0.0,
                 seconds=time.perf_counter() - started,
                 trajectory=gen.trajectory,
-                tool_stats=gen.tool_stats,
+                tool_stats=(
+                    {**gen.tool_stats, "visible_tests": list(tools.split.split(it.query).visible_idx)}
+                    if gen.tool_stats is not None and tools is not None
+                    else gen.tool_stats
+                ),
             )
         )
     return records

@@ -55,7 +55,8 @@ class RunRecord(BaseModel):
     """Tool conditions: every reply (with its tool calls and tokens) and tool result, in order."""
     tool_stats: dict[str, Any] | None = None
     """Tool conditions: turns, tool calls (valid/invalid), searches, test runs, searches after a failing
-    run_tests, ``submitted`` and ``budget_exhausted`` (the budget it ran out of, scored on its last code)."""
+    run_tests, ``submitted``, ``budget_exhausted`` (the budget it ran out of, scored on its last code) and
+    ``visible_tests`` (positions of the asserts run_tests ran; the others score the record)."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -15,7 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "atomic_write_json", "slug"]
+from .errors import ConfigError
+
+__all__ = ["atomic_write_text", "atomic_write_json", "read_json_object", "slug"]
 
 
 def _umask() -> int:
@@ -57,3 +59,17 @@ def slug(text: str, max_len: int = 40) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()[:8]
         base = base[-(max_len - 9) :].strip("._-") + "-" + digest
     return base
+
+
+def read_json_object(path: str | Path) -> dict:
+    """A JSON file holding an object; anything else is a one-line ConfigError naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} does not exist") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); is the run complete?") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return data

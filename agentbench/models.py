@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
+
+from .errors import ConfigError
 
 __all__ = ["Record"]
 
@@ -31,6 +33,16 @@ class Record(BaseModel):
             if data.get(key, ...) is None:
                 del data[key]
         return data
+
+    @classmethod
+    def from_json_data(cls, data: dict[str, Any], source: object) -> Any:
+        """``data`` read from ``source`` (a file) as this record; a mismatch is a one-line ConfigError."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{source} is not a valid {cls.__name__} ({where}: {first['msg']})") from None
 
     def to_json_dict(self) -> dict[str, Any]:
         """The record as written to disk."""

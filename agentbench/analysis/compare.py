@@ -20,15 +20,14 @@ with the first.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
 from scipy.stats import binomtest
 
 from ..errors import ConfigError
+from ..files import read_json_object
 from ..pipeline.config import RunConfig
 from ..pipeline.records import RunRecord
 from ..pipeline.rundir import RunDirectory
@@ -98,29 +97,6 @@ class Comparison:
         return asdict(self)
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path} does not exist") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); is the run complete?") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} does not hold a JSON object")
-    return data
-
-
-def _summary(data: dict, run_dir: Path) -> RunSummary:
-    try:
-        return RunSummary.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"{run_dir}/summary.json is not a valid run summary ({where}: {first['msg']})"
-        ) from None
-
-
 def load_run(path: str | Path) -> RunData:
     """Load a run directory; a run killed before its summary was written is summarised from its records."""
     from .propagation import summarize
@@ -132,7 +108,7 @@ def load_run(path: str | Path) -> RunData:
     summary = directory.read_summary()
     if summary is not None:
         if summary.get("schema_version", 0) >= SUMMARY_VERSION or not (records or retrieval):
-            summary = _summary(summary, directory.path)
+            summary = RunSummary.from_json_data(summary, directory.path / "summary.json")
         if summary.get("schema_version", 0) < SUMMARY_VERSION and (records or retrieval):
             # an older summary lacks newer sections (attribution): recompute it from the records, keeping
             # the LLM call counts that only the original run knew
@@ -178,7 +154,7 @@ def _is_retrieval_results(data: dict) -> bool:
 
 
 def _retrieval_source(path: Path, data: dict | None = None) -> Source:
-    data = data if data is not None else _read_json(path)
+    data = data if data is not None else read_json_object(path)
     if not _is_retrieval_results(data):
         raise ConfigError(
             f"{path} is not a retrieval results file (no per_query list); see `agentbench retrieve --out`"
@@ -213,7 +189,7 @@ def load_sources(paths: list[str | Path]) -> list[Source]:
             sources.append(_run_source(load_run(p)))
         elif p.is_dir():
             files = sorted(p.glob("*.json"))
-            found = [(f, d) for f in files if _is_retrieval_results(d := _read_json(f))]
+            found = [(f, d) for f in files if _is_retrieval_results(d := read_json_object(f))]
             if not found:
                 raise ConfigError(
                     f"{p} is neither a run directory nor a directory of retrieval results files"

@@ -12,16 +12,12 @@ last line is cut on the next open, so a killed run is always resumable.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ..errors import ConfigError
-from ..files import atomic_write_json, atomic_write_text, slug
-from ..models import Record
+from ..files import atomic_write_json, atomic_write_text, read_json_object, slug
 from ..retrieval.results import RetrievalResult
 from .config import RunConfig
 from .records import RecordLog, RunRecord
@@ -35,18 +31,6 @@ CONFIG, RETRIEVAL, RECORDS, SUMMARY, REPORT = (
     "summary.json",
     "report.md",
 )
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path} does not exist") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); is the run complete?") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} does not hold a JSON object")
-    return data
 
 
 class RunDirectory:
@@ -121,7 +105,7 @@ class RunDirectory:
         path = self.path / RETRIEVAL
         if not path.exists():
             return {}
-        return _validated(RetrievalResult, _read_json(path), path)
+        return RetrievalResult.from_json_data(read_json_object(path), path)
 
     def load_records(self) -> list[RunRecord]:
         return self.records.load()
@@ -134,19 +118,10 @@ class RunDirectory:
 
     def read_summary(self) -> dict | None:
         path = self.path / SUMMARY
-        return _read_json(path) if path.exists() else None
+        return read_json_object(path) if path.exists() else None
 
     def write_report(self, text: str) -> None:
         atomic_write_text(self.path / REPORT, text)
-
-
-def _validated(model: type[Record], data: dict, path: Path) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path} is not a valid {model.__name__} ({where}: {first['msg']})") from None
 
 
 def _plain(data: Any) -> Any:

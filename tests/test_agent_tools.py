@@ -154,9 +154,13 @@ def test_agent_conditions_with_native_tool_calls(tmp_path: Path, pool: Path) -> 
     assert visible_run.startswith(tuple(f"{i}/{n_visible} visible" for i in range(n_visible + 1)))
     assert summary["agent"]["agent_rag"]["tool_calls_per_task"] == 3.0
     # the trajectories are readable in the HTML report's per-query browser, and reported in the text
-    from agentbench.analysis import render_html, render_report
+    from agentbench.analysis import load_sources, render_html, render_report
     from agentbench.analysis.compare import load_run
 
+    (source,) = load_sources([result.run_dir])
+    assert set(source.outcomes["agent_rag.repair"]) == {
+        r.query_id for r in tooled[:4] if r.context_passes is False
+    }
     page = render_html(load_run(result.run_dir))
     assert page.count("trajectory (native)") == 8 and "visible tests pass" in page
     assert "tool calls per task" in render_report(summary)

@@ -6,7 +6,8 @@ source becomes per-query 0/1 outcomes per metric:
 
 - ``exec@k`` for each cutoff both sources have (a query scores 1 when any of its top k passes its tests);
 - ``<condition>.pass`` for each generation condition both runs have (records with ``llm_error`` or
-  ``infra_error`` are left out, so a query counts only when it was scored in both runs);
+  ``infra_error`` are left out, so a query counts only when it was scored in both runs), and
+  ``<condition>.repair``: the same on the queries whose context snippet fails its tests;
 - ``retrieval_induced_failures`` and ``retrieval_rescues`` when both runs have closed_book and rag: 1 when
   the query is one (closed_book passes, rag fails with a buggy top-1; closed_book fails, rag passes), so
   a new embedder that induces fewer failures shows a negative difference (lower is better).
@@ -169,6 +170,13 @@ def _run_source(run: RunData) -> Source:
         outcomes[f"{condition}.pass"] = {
             r.query_id: int(r.passed) for r in run.records if r.condition == condition and r.scored
         }
+        repaired = {  # the condition's pass on the queries whose context snippet fails its tests
+            r.query_id: int(r.passed)
+            for r in run.records
+            if r.condition == condition and r.scored and r.context_passes is False
+        }
+        if repaired:
+            outcomes[f"{condition}.repair"] = repaired
     for name, by_query in retrieval_indicators(query_outcomes(run.records)).items():
         if by_query:
             outcomes[name] = by_query

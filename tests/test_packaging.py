@@ -38,10 +38,17 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
         next(n.split("/data/")[0] for n in names if "/data/share/agentbench/" in n)
         + "/data/share/agentbench/"
     )
-    for needed in ("sandbox/Dockerfile", "sandbox/worker.py", "prompts/rag.md", "prompts/README.md"):
+    for needed in (
+        "sandbox/Dockerfile",
+        "sandbox/worker.py",
+        "prompts/rag.md",
+        "prompts/agent_rag.md",
+        "prompts/README.md",
+    ):
         assert data + needed in names, needed
     assert "agentbench/execution/harness.py" in names
     assert "agentbench/pools/core/pool/queries.jsonl" in names
+    assert "agentbench/analysis/templates/report.html.j2" in names  # the HTML report's templates
     assert "agentbench/__init__.py" in names and "agentbench/api.py" in names
 
 

@@ -102,47 +102,42 @@ class Agent:
         failed request (see :class:`Generation.error`); raises ModelError/ConfigError for fatal ones."""
         started = time.perf_counter()
         messages = self.messages(task, condition)
+        fields: dict[str, Any]
         if task.tools is not None:
-            return await self._generate_with_tools(task, condition, messages, started)
-        result = await self.llm.complete(messages)
-        code = extract_code(result.text, task.function_name) if result.ok else ""
+            native = not self.llm.is_local  # local models: the text protocol of .tools
+            loop = await run_tool_loop(
+                self.llm, messages, task.tools, task.function_name, self.budget, native
+            )
+            fields = dict(
+                messages=loop.messages,
+                response=loop.response,
+                code=loop.code,
+                usage=Usage(prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens),
+                cost_usd=loop.cost_usd,
+                cached=loop.cached,
+                error=loop.error,
+                llm_seconds=loop.llm_seconds,
+                trajectory=loop.trajectory,
+                tool_stats=loop.stats,
+            )
+        else:
+            result = await self.llm.complete(messages)
+            fields = dict(
+                messages=messages,
+                response=result.text,
+                code=extract_code(result.text, task.function_name) if result.ok else "",
+                usage=Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+                cost_usd=result.cost_usd,
+                cached=result.cached,
+                error=result.error,
+                attempts=result.attempts,
+                llm_seconds=0.0 if result.cached else result.latency_s,
+            )
         return Generation(
             task_id=task.task_id,
             condition=condition,
             model=self.llm.model,
-            messages=messages,
-            response=result.text,
-            code=code,
             function_name=task.function_name,
-            usage=Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
-            cost_usd=result.cost_usd,
-            cached=result.cached,
-            error=result.error,
-            attempts=result.attempts,
-            llm_seconds=0.0 if result.cached else result.latency_s,
             seconds=time.perf_counter() - started,
-        )
-
-    async def _generate_with_tools(
-        self, task: Task, condition: str, messages: list[dict[str, Any]], started: float
-    ) -> Generation:
-        assert task.tools is not None
-        native = not self.llm.is_local  # local models: the text protocol of .tools
-        loop = await run_tool_loop(self.llm, messages, task.tools, task.function_name, self.budget, native)
-        return Generation(
-            task_id=task.task_id,
-            condition=condition,
-            model=self.llm.model,
-            messages=loop.messages,
-            response=loop.response,
-            code=loop.code,
-            function_name=task.function_name,
-            usage=Usage(prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens),
-            cost_usd=loop.cost_usd,
-            cached=loop.cached,
-            error=loop.error,
-            llm_seconds=loop.llm_seconds,
-            seconds=time.perf_counter() - started,
-            trajectory=loop.trajectory,
-            tool_stats=loop.stats,
+            **fields,
         )

@@ -33,8 +33,6 @@ from .tools import RunTools
 
 __all__ = ["run_pipeline", "RunResult"]
 
-RunSummaryLike = Any  # agentbench.analysis.summary.RunSummary, filled in above this layer
-
 
 @dataclass
 class RunResult:
@@ -44,7 +42,8 @@ class RunResult:
     config: RunConfig
     records: list[RunRecord]
     retrieval: RetrievalResult
-    summary: RunSummaryLike = None
+    summary: Any = None
+    """an :class:`agentbench.analysis.summary.RunSummary`, set by the layer above"""
     llm_stats: dict = field(default_factory=dict)
 
     @property

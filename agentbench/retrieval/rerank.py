@@ -70,6 +70,9 @@ __all__ = [
     "make_reranking",
     "entry_function",
     "stable_order",
+    "HeldOutSplit",
+    "reranking_for",
+    "rerank_stage",
 ]
 
 RERANKER_FORMS = "exec-visible, exec-consensus, ce:<model-name-or-path>"

@@ -113,7 +113,7 @@ def run_one(job, keep):
         os.close(fd)
     limits = {"out": limit, "err": limit, "res": harness.RESULT_LIMIT}
     capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-    status, timed_out = harness.wait_child(pid, capture, start, timeout)
+    status, timed_out, cpu = harness.wait_child(pid, capture, start, timeout)
     duration = time.monotonic() - start
     clean = kill_others(keep | {os.getpid()})
     if timed_out:
@@ -130,6 +130,7 @@ def run_one(job, keep):
         "stdout": capture.data["out"].decode("utf-8", "replace"),
         "stderr": capture.data["err"].decode("utf-8", "replace"),
         "duration": duration,
+        "cpu": cpu,
         "dirty": not clean,
     }
 
@@ -150,7 +151,7 @@ def child(job, nonce, out_w, err_w, res_w, timeout):
         harness.apply_limits(harness.job_limits(timeout, job.get("memory_mb")))
     except BaseException:
         os._exit(71)
-    harness.run_job(job["code"], job["tests"], 3, nonce)
+    harness.run_job(job["code"], job["tests"], 3, nonce, job.get("setup", ""))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

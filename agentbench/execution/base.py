@@ -29,9 +29,10 @@ def code_sha256(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def tests_sha256(tests: Sequence[str]) -> str:
-    # ExecRetrieval hashes the JSON-encoded test list.
-    return hashlib.sha256(json.dumps(list(tests)).encode()).hexdigest()
+def tests_sha256(tests: Sequence[str], setup: str = "") -> str:
+    """ExecRetrieval's hash of the JSON-encoded test list; a suite with a test setup hashes both."""
+    payload: object = list(tests) if not setup else {"setup": setup, "tests": list(tests)}
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ class Job:
 
     code: str
     tests: tuple[str, ...]
-    timeout: float = DEFAULT_TIMEOUT  # seconds of CPU time; of wall-clock time, three times as many
+    timeout: float = DEFAULT_TIMEOUT  # seconds of CPU time (see harness.wait_child)
+    setup: str = ""
+    """Run after the code, before the asserts, in the asserts' namespace only: the names the tests use
+    (``from datetime import date``) come from here, not from whatever the solution happened to import."""
 
     @property
     def key(self) -> tuple[str, str]:
-        return code_sha256(self.code), tests_sha256(self.tests)
+        return code_sha256(self.code), tests_sha256(self.tests, self.setup)
 
 
 @dataclass
@@ -57,6 +61,8 @@ class ExecResult:
     infra_error: str | None = None
     duration: float = 0.0
     extra: dict = field(default_factory=dict)
+    cpu_seconds: float | None = None
+    """CPU time the job used (None where unknown): unlike ``duration``, the same on a busy machine."""
 
     @property
     def passed(self) -> bool:

@@ -49,7 +49,13 @@ class ExecCache:
         found: dict[Key, ExecResult] = {}
         for key, row in self._store.get_many(tuple(k) for k in keys).items():
             found[key] = ExecResult(
-                list(row["results"]), row["stdout"], row["stderr"], None, row["duration"], {"cached": True}
+                list(row["results"]),
+                row["stdout"],
+                row["stderr"],
+                None,
+                row["duration"],
+                {"cached": True},
+                row.get("cpu"),
             )
         return found
 
@@ -64,6 +70,7 @@ class ExecCache:
                     "stdout": r.stdout[:OUTPUT_LIMIT],
                     "stderr": r.stderr[:OUTPUT_LIMIT],
                     "duration": r.duration,
+                    "cpu": r.cpu_seconds,
                     "created": now,
                 },
             )

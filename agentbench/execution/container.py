@@ -165,6 +165,7 @@ class _Worker:
             "id": self.seq,
             "code": job.code,
             "tests": list(job.tests),
+            "setup": job.setup,
             "timeout": job.timeout,
             "output_limit": o.output_limit,
             "memory_mb": o.job_memory_mb,
@@ -174,7 +175,7 @@ class _Worker:
         except OSError as exc:
             raise _Lost(f"connection failed ({exc})") from exc
         now = time.monotonic()
-        wall_limit = job.timeout * harness.WALL_LIMIT_FACTOR
+        wall_limit = job.timeout * harness.STARVED_LIMIT_FACTOR  # the longest a starved job may take
         deadline, wake_at = now + wall_limit + o.hang_grace, now + o.slow_after
         while True:
             answer = self.frames.next(deadline, wake_at, on_slow)
@@ -392,6 +393,7 @@ class DockerExecutor(Executor):
                 stdout=answer["stdout"],
                 stderr=answer["stderr"],
                 duration=answer.get("duration", time.monotonic() - start),
+                cpu_seconds=answer.get("cpu"),
             )
         reason = f"the sandbox container {lost} on this job twice"
         return ExecResult([INFRA] * len(job.tests), infra_error=reason)

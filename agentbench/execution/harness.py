@@ -5,7 +5,8 @@ process executor runs it with ``python -I -S -c``.
 
 Verdicts must not depend on the executor or on the machine's load, so both executors run the snippet the
 same number of Python frames deep (:data:`RUN_JOB_DEPTH`: ``RecursionError`` strikes at the same depth) and
-time a job by the CPU time it used (:func:`wait_child`), not by how long a busy machine took to give it.
+time a job by the CPU time it used and the time it spent asleep (:func:`wait_child`), never by how long a busy
+machine took to give it a CPU.
 
 A verdict comes from a result line the harness writes after it observed an assert complete,
 ``<nonce> <index> <outcome>``, on a file descriptor of its own. stdout and stderr belong to the untrusted
@@ -35,9 +36,14 @@ RESULT_LIMIT = 1 << 20
 # shorter chain (<module>, main, run_job) is padded. Frames count against the recursion limit, so a
 # recursive snippet near the limit passes or raises RecursionError the same way in both.
 RUN_JOB_DEPTH = 6
-# A job that is not using the CPU (sleeping, blocked, or starved by other load) times out after this many
-# times its time limit of wall-clock time; one that is, once it has used its time limit of CPU time.
+# A job times out once it has used its time limit of CPU time, or once it has spent this many times its time
+# limit neither on a CPU nor waiting for one (asleep or blocked). Time spent runnable but starved by other
+# load does not count, so a busy machine slows a job down without changing its verdict.
 WALL_LIMIT_FACTOR = 3
+# Whatever the load, a job ends after this many times its time limit of wall-clock time (a machine so busy
+# that a job gets under a tenth of a CPU for that long is not one to measure on). Executors that wait for a
+# job from outside (the Docker host) wait at least this long before they give up on a worker.
+STARVED_LIMIT_FACTOR = 30
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _type_name = type.__dict__["__name__"].__get__  # immune to metaclasses that fake __name__
 
@@ -65,6 +71,7 @@ def run_job(
     tests,
     result_fd,
     nonce,
+    setup="",
     *,
     _write=os.write,
     _exec=exec,
@@ -77,11 +84,14 @@ def run_job(
 ):
     """Run the snippet, then each assert in the snippet's namespace, writing one result line per assert.
 
+    A test ``setup`` runs in a copy of that namespace, where the asserts then run: the snippet's functions
+    keep their own globals, so a setup import cannot fix or break the code under test.
+
     Builtins are bound as defaults (evaluated before any untrusted code) so patching them changes nothing.
     A caller less than :data:`RUN_JOB_DEPTH` frames deep gets padding frames (calls of run_job itself).
     """
     if _frame_depth() < RUN_JOB_DEPTH:
-        return run_job(code, tests, result_fd, nonce)
+        return run_job(code, tests, result_fd, nonce, setup)
     prefix = nonce + " "
 
     def emit(i, outcome):
@@ -93,7 +103,10 @@ def run_job(
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         _exec(_compile(code, "<snippet>", "exec"), namespace)
-    except _base as exc:  # the snippet itself failed: every assert errors
+        if setup:
+            namespace = namespace.copy()
+            _exec(_compile(setup, "<test setup>", "exec"), namespace)
+    except _base as exc:  # the snippet (or the setup) failed: every assert errors
         outcome = outcome_of(exc)
         for i in _range(_len(tests)):
             emit(i, outcome)
@@ -234,31 +247,47 @@ class Capture:
         self.open.discard(fd)
 
 
-def session_cpu_seconds(sid):
-    """CPU seconds used so far by the live processes of session ``sid`` and the children they reaped."""
-    ticks = 0
+def session_usage(sid):
+    """(CPU seconds used, seconds spent waiting for a CPU) by session ``sid``.
+
+    CPU time covers the live processes and the children they reaped; the wait is the longest run-queue
+    delay of a live process (``/proc/<pid>/schedstat``; 0 where the kernel does not report it), so a job of
+    several starved processes is not credited their waits twice.
+    """
+    ticks, waited_ns = 0, 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 fields = f.read().rpartition(b")")[2].split()  # fields[0] is field 3 of proc(5), the state
-            if int(fields[3]) == sid:  # session; then utime, stime, cutime, cstime
-                ticks += sum(int(x) for x in fields[11:15])
+            if int(fields[3]) != sid:  # session; then utime, stime, cutime, cstime
+                continue
+            ticks += sum(int(x) for x in fields[11:15])
+            with open(f"/proc/{entry}/schedstat", "rb") as f:
+                waited_ns = max(waited_ns, int(f.read().split()[1]))
         except (OSError, IndexError, ValueError):
             continue
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return ticks / os.sysconf("SC_CLK_TCK"), waited_ns / 1e9
+
+
+def session_cpu_seconds(sid):
+    """CPU seconds used so far by the live processes of session ``sid`` and the children they reaped."""
+    return session_usage(sid)[0]
 
 
 def wait_child(pid, capture, start, timeout):
-    """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out).
+    """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out, CPU seconds).
 
     ``pid`` leads its own session (the job). It times out once that session has used ``timeout`` seconds
-    of CPU, or ``WALL_LIMIT_FACTOR * timeout`` seconds after ``start`` whatever it used: a wall-clock limit
-    alone would time out a job that a loaded machine (or a busy Docker cgroup) gave only part of a CPU, so
-    the verdict would depend on the load and on the executor.
+    of CPU, or has spent ``WALL_LIMIT_FACTOR * timeout`` seconds since ``start`` off the CPU for reasons of
+    its own (asleep, blocked): time it spent runnable but waiting for a CPU does not count. A wall-clock
+    limit would time out a job that a loaded machine (or a busy Docker cgroup) gave only part of a CPU, so
+    the verdict would depend on the load and on the executor. ``STARVED_LIMIT_FACTOR * timeout`` seconds
+    of wall-clock time end any job.
     """
-    hard_deadline = start + timeout * WALL_LIMIT_FACTOR
+    idle_limit = timeout * WALL_LIMIT_FACTOR
+    hard_deadline = start + timeout * STARVED_LIMIT_FACTOR
     check_at = start + timeout
     try:
         pidfd = os.pidfd_open(pid)
@@ -268,18 +297,18 @@ def wait_child(pid, capture, start, timeout):
         capture.sel.register(pidfd, selectors.EVENT_READ, None)
     try:
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
-                return status, False
+                return status, False, usage.ru_utime + usage.ru_stime
             now = time.monotonic()
             if now >= check_at:
-                if now >= hard_deadline:
-                    return None, True
-                used = session_cpu_seconds(pid)
-                if used >= timeout:
-                    return None, True
-                # a busy process gains at most a CPU second per second: look again when it may be done
-                check_at = min(now + min(max(timeout - used, 0.05), 0.5), hard_deadline)
+                used, waited = session_usage(pid)
+                idle = now - start - waited - used
+                if used >= timeout or idle >= idle_limit or now >= hard_deadline:
+                    return None, True, used
+                # the job gains at most a second of either per second: look again when it may be done
+                left = min(timeout - used, idle_limit - idle)
+                check_at = min(now + min(max(left, 0.05), 0.5), hard_deadline)
             left = check_at - now
             capture.pump(left if pidfd is not None else min(left, 0.01))
     finally:
@@ -327,7 +356,7 @@ def main(argv):
     os.dup2(devnull, 0)
     os.close(devnull)
     sys.stdin = open(0, closefd=False)
-    run_job(job["code"], job["tests"], result_fd, job["nonce"])
+    run_job(job["code"], job["tests"], result_fd, job["nonce"], job.get("setup", ""))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -166,10 +166,15 @@ class _Runner:
             return ExecResult(["ERROR:Infra"] * len(job.tests), infra_error=f"cannot start the job: {exc}")
         for fd in (in_r, out_w, err_w, res_w):
             os.close(fd)
-        _send(in_w, json.dumps({"code": job.code, "tests": list(job.tests), "nonce": nonce}).encode())
+        _send(
+            in_w,
+            json.dumps(
+                {"code": job.code, "tests": list(job.tests), "setup": job.setup, "nonce": nonce}
+            ).encode(),
+        )
         limits = {"out": self.output_limit, "err": self.output_limit, "res": harness.RESULT_LIMIT}
         capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-        status, timed_out = harness.wait_child(proc.pid, capture, start, job.timeout)
+        status, timed_out, cpu = harness.wait_child(proc.pid, capture, start, job.timeout)
         duration = time.monotonic() - start
         _kill_tree(proc.pid, uid if iso.drop_uid and not iso.namespaces else None)
         if timed_out:
@@ -184,7 +189,7 @@ class _Runner:
         if not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
             if stderr.startswith("agentbench harness setup failed"):
                 infra = stderr.strip().splitlines()[0]
-        return ExecResult(results, stdout, stderr, infra, duration)
+        return ExecResult(results, stdout, stderr, infra, duration, cpu_seconds=cpu)
 
 
 def _send(fd: int, payload: bytes) -> None:

@@ -49,7 +49,7 @@ class Task(BaseModel):
     task_id: str
     """The query id (``q_NNNN``)."""
     description: str
-    """The natural-language task (the query text)."""
+    """The natural-language task: the query's generation spec, or its retrieval query if it has none."""
     signature: str
     """The required function's ``def`` line, from the canonical's source."""
     function_name: str

@@ -164,6 +164,11 @@ def _per_query(records: list[RunRecord]) -> list[dict]:
     ]
 
 
+def _task_text(records: list[RunRecord]) -> str | None:
+    kinds = {r.task_text for r in records}
+    return None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
+
+
 def summarize(
     records: list[RunRecord], retrieval: RetrievalResult | dict, llm_stats: dict, config: RunConfig
 ) -> RunSummary:
@@ -193,6 +198,7 @@ def summarize(
             "retriever": config.retriever,
             "pool": config.pool,
             "seed": config.seed,
+            "task_text": _task_text(records),
         },
         "n_queries": retrieval.get("n_queries"),
         "retrieval": {

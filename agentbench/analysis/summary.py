@@ -6,7 +6,7 @@ do not (readers ignore what they do not know, and :class:`~agentbench.models.Rec
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -37,6 +37,9 @@ class RunIdentity(Record):
     retriever: str | None = None
     pool: str
     seed: int
+    task_text: Literal["spec", "query", "mixed"] | None = None
+    """what generation prompts stated the task with: the pool's specs, its retrieval queries (a pool without
+    specs), or both (some queries have specs)"""
 
 
 class RetrievalSummary(Record):

@@ -156,7 +156,7 @@ async def _generate_and_execute(
     tasks = [
         Task.from_canonical(
             it.query.query_id,
-            it.query.query,
+            it.query.generation_text,
             pool.snippet(it.query.correct_corpus_ids[0]).code,
             context=[pool.snippet(c).code for c in it.context_ids],
             tests=it.query.test_suite,
@@ -171,7 +171,10 @@ async def _generate_and_execute(
     )
     runnable = [i for i, g in enumerate(generations) if g.status == "ok"]
     exec_started = time.perf_counter()
-    jobs = [Job(generations[i].code, _suite(items[i], suites), config.timeout) for i in runnable]
+    jobs = [
+        Job(generations[i].code, _suite(items[i], suites), config.timeout, items[i].query.test_setup or "")
+        for i in runnable
+    ]
     verdicts = dict(
         zip(runnable, await asyncio.to_thread(run_cached, executor, jobs, exec_cache), strict=True)
     )
@@ -202,6 +205,7 @@ async def _generate_and_execute(
                 context_passes=ctx_passes,
                 context_results=ctx_results,
                 context_bug_type=(snippet.bug_type or "") if snippet else "",
+                task_text="spec" if it.query.spec else "query",
                 messages=gen.messages,
                 response=gen.response,
                 code=gen.code,
@@ -252,7 +256,8 @@ def _context_verdicts(
 ) -> dict[tuple[str, str], list[str]]:
     """Per-assert outcomes of each first context snippet on its query's tests (cached executions)."""
     pairs = sorted({(it.query.query_id, it.context_ids[0]) for it in items if it.context_ids})
-    jobs = [Job(pool.snippet(cid).code, suites[qid], timeout) for qid, cid in pairs]
+    setups = {q.query_id: q.test_setup or "" for q in pool.queries}
+    jobs = [Job(pool.snippet(cid).code, suites[qid], timeout, setups[qid]) for qid, cid in pairs]
     results = run_cached(executor, jobs, exec_cache)
     return {pair: list(r.results) for pair, r in zip(pairs, results, strict=True)}
 

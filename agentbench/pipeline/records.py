@@ -30,6 +30,8 @@ class RunRecord(BaseModel):
     """Whether the first context snippet passes this query's tests (None without context)."""
     context_results: list[str] = Field(default_factory=list)
     context_bug_type: str = ""
+    task_text: Literal["spec", "query"] = "query"
+    """What the prompt's task text was: the query's generation spec, or (without one) its retrieval query."""
     messages: list[dict[str, Any]] = Field(default_factory=list)
     response: str = ""
     code: str = ""

@@ -65,9 +65,10 @@ class RunTools:
             hits = self._open().search_many([query], k)[0]
         return [SearchResult(h.corpus_id, h.code, float(h.score)) for h in hits[:k]]
 
-    def run_tests(self, visible: tuple[str, ...], code: str) -> list[TestOutcome]:
+    def run_tests(self, visible: tuple[str, ...], setup: str, code: str) -> list[TestOutcome]:
+        job = Job(code, visible, self.config.timeout, setup)
         with self._lock:
-            result = run_cached(self.executor, [Job(code, visible, self.config.timeout)], self.exec_cache)[0]
+            result = run_cached(self.executor, [job], self.exec_cache)[0]
         if result.infra_error:
             raise SandboxError(f"the sandbox failed ({result.infra_error}); try again")
         outcomes = list(result.results) + ["ERROR:Unknown"] * (len(visible) - len(result.results))
@@ -77,7 +78,7 @@ class RunTools:
         visible = self.split.split(query).visible
         return Tools(
             self.search,
-            partial(self.run_tests, visible),
+            partial(self.run_tests, visible, query.test_setup or ""),
             visible_tests=visible,
             max_calls=self.config.max_tool_calls,
         )

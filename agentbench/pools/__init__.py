@@ -5,7 +5,7 @@ from .io import CORE_POOL_DIR, Problem, load_pool, resolve_pool_path, scan_pool,
 from .models import BUG_TYPES, DOMAINS, DistractorMeta, ExecCacheRow, Pool, Query, Snippet
 from .mutate import Mutant, find_mutants
 from .stats import pool_stats
-from .validate import execution_problems, structural_problems, structural_warnings
+from .validate import execution_problems, spec_problems, structural_problems, structural_warnings
 
 __all__ = [
     "BUG_TYPES",
@@ -28,6 +28,7 @@ __all__ = [
     "read_sources",
     "resolve_pool_path",
     "scan_pool",
+    "spec_problems",
     "structural_problems",
     "structural_warnings",
     "write_pool",

@@ -47,6 +47,16 @@ class Query(_Record):
     entry_id: Any = ""
     metadata: Any = Field(default_factory=dict)
     """Generator provenance; agentbench reads ``domain`` and ``function_name`` from it when present."""
+    spec: str | None = None
+    """What the generator is told: inputs, the return value and every convention the tests check, as a
+    docstring would say it. Retrieval searches with ``query``; without a spec, generation uses it too."""
+    test_setup: str | None = None
+    """Python run after the solution and before the asserts, for the names the asserts use (imports)."""
+
+    @property
+    def generation_text(self) -> str:
+        """What a generator is told: the spec when the query has one, else the retrieval query."""
+        return self.spec or self.query
 
     @property
     def domain(self) -> str:

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from ..execution import ExecResult, Executor, Job
 from .models import Pool
 from .problems import Problem, ScanResult
+from .spec import borrowed_names, spec_gaps
 
-__all__ = ["structural_problems", "structural_warnings", "execution_problems"]
+__all__ = ["structural_problems", "structural_warnings", "execution_problems", "spec_problems"]
 
 # pass, FAIL, FAIL:<message>, TIMEOUT, ERROR:<name>, in any case, with any message after the word
 _OUTCOME = re.compile(r"^(pass|fail|timeout|error)\b", re.I)
@@ -98,6 +99,63 @@ def structural_problems(scan: ScanResult) -> list[Problem]:
     return out
 
 
+def spec_problems(scan: ScanResult) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings): what a generator cannot know from its task text.
+
+    Two checks: conventions the asserts check that the generation text does not state
+    (:func:`~.spec.spec_gaps`), and names the asserts use that only the reference solution's imports
+    provide (:func:`~.spec.borrowed_names`). In a pool with specs every query must pass both: each one
+    that does not is a problem. A pool without any spec (ExecRetrieval's) generates from its retrieval
+    queries; its gaps are one warning per check, since only a spec and a test setup can fix them.
+    """
+    pool, loc = scan.pool, scan.locations
+    snippets = {s.corpus_id: s for s in pool.corpus}
+    unstated: list[tuple[str, str]] = []
+    borrowed: list[tuple[str, str]] = []
+    for q in pool.queries:
+        if gaps := spec_gaps(q):
+            more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
+            text = "spec" if q.spec else "query (it has no spec)"
+            unstated.append(
+                (q.query_id, f"its {text} does not state what " + "; ".join(map(str, gaps[:3])) + more)
+            )
+        canonical = next((snippets[c] for c in q.correct_corpus_ids if c in snippets), None)
+        if canonical is not None and (names := borrowed_names(q.test_suite, canonical.code, q.test_setup)):
+            listed = ", ".join(f"`{n}`" for n in names)
+            borrowed.append(
+                (q.query_id, f"its tests use {listed}, which only the reference solution provides")
+            )
+    if any(q.spec for q in pool.queries):
+        problems = [
+            Problem(Q, loc.get((Q, qid)), f"{qid}: {msg}: add it to the spec") for qid, msg in unstated
+        ]
+        problems += [
+            Problem(Q, loc.get((Q, qid)), f"{qid}: {msg}: import it in test_setup") for qid, msg in borrowed
+        ]
+        return problems, []
+    warnings = []
+    if unstated:
+        warnings.append(
+            Problem(
+                Q,
+                None,
+                f"no query has a spec, so prompts state tasks by their retrieval query; {len(unstated)} of "
+                f"{len(pool.queries)} queries test conventions it does not state (first: {unstated[0][0]}: "
+                f"{unstated[0][1]}); add a `spec` field to them",
+            )
+        )
+    if borrowed:
+        warnings.append(
+            Problem(
+                Q,
+                None,
+                f"the tests of {len(borrowed)} queries use names only their reference solution provides "
+                f"(first: {borrowed[0][0]}: {borrowed[0][1]}); add a `test_setup` field that imports them",
+            )
+        )
+    return [], warnings
+
+
 def structural_warnings(scan: ScanResult) -> list[Problem]:
     """What a reader should know but that does not stop a load: the execution cache is informational
     (agentbench runs and caches executions itself), so rows it cannot read are kept and only noted."""
@@ -144,7 +202,7 @@ def execution_problems(pool: Pool, run: RunJobs | Executor) -> list[Problem]:
         ]:
             if cid in snippets and tests:
                 plan.append((q.query_id, cid, should_pass))
-                jobs.append(Job(snippets[cid].code, tests))
+                jobs.append(Job(snippets[cid].code, tests, setup=q.test_setup or ""))
     results = run.run(jobs) if isinstance(run, Executor) else run(jobs)
     out: list[Problem] = []
     for (qid, cid, should_pass), res in zip(plan, results, strict=True):

@@ -63,7 +63,9 @@ def _execute(
 ):
     suites = suites or [tuple(q.test_suite) for q in pool.queries]
     jobs = [
-        Job(hit.code, suite, timeout) for suite, q_hits in zip(suites, hits, strict=True) for hit in q_hits
+        Job(hit.code, suite, timeout, q.test_setup or "")
+        for q, suite, q_hits in zip(pool.queries, suites, hits, strict=True)
+        for hit in q_hits
     ]
     with progress_bar(f"executing {len(jobs)} retrieved snippets", len(jobs), enabled=progress) as adv:
         results = run_cached(executor, jobs, cache, progress=adv)

@@ -165,7 +165,7 @@ class VisibleTestsReranker(Reranker):
 
     def rerank(self, inputs: Sequence[RerankInput], sandbox: Sandbox) -> list[RerankOutcome]:
         jobs = [
-            Job(c.code, inp.visible_tests, sandbox.timeout)
+            Job(c.code, inp.visible_tests, sandbox.timeout, inp.test_setup)
             for inp in inputs
             if inp.visible_tests
             for c in inp.candidates
@@ -267,7 +267,8 @@ class Reranking:
         for q, q_hits in zip(pool.queries, hits, strict=True):
             visible = self.split(q).visible
             candidates = tuple(Candidate(h.corpus_id, h.code, h.score) for h in q_hits[: self.k])
-            out.append(RerankInput(q.query_id, q.query, entry_function(q, visible), visible, candidates))
+            function = entry_function(q, visible)
+            out.append(RerankInput(q.query_id, q.query, function, visible, candidates, q.test_setup or ""))
         return out
 
     def apply(

@@ -48,6 +48,8 @@ class RerankInput:
     function_name: str | None
     visible_tests: tuple[str, ...]
     candidates: tuple[Candidate, ...]
+    test_setup: str = ""
+    """The query's test setup (imports the asserts use); run before the visible asserts."""
 
 
 @dataclass

@@ -296,7 +296,7 @@ class ConsensusReranker(Reranker):
             plans.append(calls)
             if calls:
                 tests = probe_tests(calls, inp.function_name)
-                jobs += [Job(c.code, tests, sandbox.timeout) for c in inp.candidates]
+                jobs += [Job(c.code, tests, sandbox.timeout, inp.test_setup) for c in inp.candidates]
         results = iter(sandbox.run(jobs, "reranking by consensus"))
         outcomes = []
         for inp, calls in zip(inputs, plans, strict=True):

@@ -1,0 +1,211 @@
+"""Does the text a generator is shown state every convention the tests check?
+
+A test that asserts ``f(-1) is None`` or ``f(50) == ("insufficient", 50)`` checks a convention the model can
+only guess unless the task text states it; closed-book and rag numbers then measure the task writing. The
+check reads each assert's expected value and lists the literals that cannot be derived from the call's
+arguments (strings, None, negative sentinels, exception names) or container shapes (tuple, dict, set) that
+the spec does not mention.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .models import Query
+
+__all__ = ["SpecGap", "spec_gaps", "unstated_conventions"]
+
+_WORD = re.compile(r"[a-z]{2,}")
+_SHAPES: dict[type, tuple[str, ...]] = {
+    ast.Tuple: ("tuple", "pair", "triple"),
+    ast.Dict: ("dict", "mapping"),
+    ast.Set: ("set",),
+}
+_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(Error|Exception)$")
+
+
+@dataclass(frozen=True)
+class SpecGap:
+    """One convention an assert checks that the generation text does not state."""
+
+    test_index: int
+    literal: str
+
+    def __str__(self) -> str:
+        return f"test {self.test_index} expects {self.literal}"
+
+
+def _expected_and_args(test: str) -> tuple[list[ast.expr], list[ast.expr]] | None:
+    """(expected-value nodes, argument nodes) of ``assert <call> == / is / != <expected>``."""
+    try:
+        node = ast.parse(test).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if not isinstance(node, ast.Assert):
+        return None
+    expr = node.test
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        expr = expr.operand
+    if not isinstance(expr, ast.Compare) or len(expr.ops) != 1:
+        return None
+    if not isinstance(expr.ops[0], ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
+        return None
+    left, right = expr.left, expr.comparators[0]
+    if _has_call(right) and not _has_call(left):  # written as ``expected == f(x)``
+        left, right = right, left
+    return [right], [left]
+
+
+def _has_call(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+
+def _argument_text(nodes: Iterable[ast.expr]) -> tuple[str, set[int | float]]:
+    """Casefolded letters of every string argument, and the negative numbers among the arguments."""
+    letters, negatives = [], set()
+    for root in nodes:
+        for n in ast.walk(root):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                letters.append(re.sub(r"[^a-z]", "", n.value.casefold()))
+            elif (
+                isinstance(n, ast.UnaryOp)
+                and isinstance(n.op, ast.USub)
+                and isinstance(n.operand, ast.Constant)
+            ):
+                negatives.add(n.operand.value)
+    return "".join(letters), negatives
+
+
+def _mentions(spec: str, literal: str) -> bool:
+    return literal.casefold() in spec.casefold()
+
+
+def _shape_gaps(node: ast.expr, args: list[ast.expr], spec: str) -> list[str]:
+    """A tuple, dict or set result the spec never names (unless the arguments have that shape too)."""
+    for kind, words in _SHAPES.items():
+        if not isinstance(node, kind) or any(isinstance(n, kind) for a in args for n in ast.walk(a)):
+            continue
+        if not any(_mentions(spec, w) for w in words):
+            return [f"a {words[0]}"]
+    return []
+
+
+def _is_sentinel(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+        and node.operand.value in (1, 2)
+    )
+
+
+def _literal_gaps(node: ast.expr, args_text: str, arg_negatives: set[int | float], spec: str) -> list[str]:
+    gaps: list[str] = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and n.value is None:
+            if not _mentions(spec, "None"):
+                gaps.append("None")
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            words = _WORD.findall(n.value.casefold())
+            derived = all(w in args_text for w in words)
+            if (
+                words
+                and not derived
+                and not _mentions(spec, n.value)
+                and not all(_mentions(spec, w) for w in words)
+            ):
+                gaps.append(repr(n.value))
+        elif n is node and _is_sentinel(n):  # -1 or -2 as the whole expected value: a "not found" code
+            value = n.operand.value
+            if value not in arg_negatives:  # f(-1) == -1 passes its argument through
+                text = f"-{value}"
+                if not re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.])", spec):
+                    gaps.append(text)
+        elif isinstance(n, ast.Name) and _EXCEPTION_NAME.match(n.id) and not _mentions(spec, n.id):
+            gaps.append(n.id)
+    return gaps
+
+
+def unstated_conventions(tests: Iterable[str], text: str) -> list[SpecGap]:
+    """Literals and shapes the asserts expect that ``text`` (a spec or a query) does not state."""
+    gaps: list[SpecGap] = []
+    for i, test in enumerate(tests):
+        parts = _expected_and_args(test)
+        if parts is None:
+            continue
+        expected, args = parts
+        args_text, numbers = _argument_text(args)
+        seen: set[str] = set()
+        for node in expected:
+            for literal in _shape_gaps(node, args, text) + _literal_gaps(node, args_text, numbers, text):
+                if literal not in seen:
+                    seen.add(literal)
+                    gaps.append(SpecGap(i, literal))
+    return gaps
+
+
+def spec_gaps(query: Query) -> list[SpecGap]:
+    """:func:`unstated_conventions` for a pool query, against the text its generator is shown."""
+    return unstated_conventions(query.test_suite, query.generation_text)
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Names bound inside ``tree`` (comprehension and lambda variables, walrus targets)."""
+    bound: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            bound.add(n.id)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+    return bound
+
+
+def _top_level_definitions(code: str) -> set[str]:
+    """The functions and classes a solution defines: its API, which the tests may call."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+
+
+def _setup_names(setup: str) -> set[str]:
+    try:
+        tree = ast.parse(setup)
+    except SyntaxError:
+        return set()
+    names = _bound_names(tree)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(n.name)
+    return names
+
+
+def borrowed_names(tests: Iterable[str], code: str, setup: str | None = None) -> list[str]:
+    """Names the asserts use that only the reference solution's imports (or helpers) provide.
+
+    A correct solution written from the spec need not import ``date`` or define the reference's helpers;
+    the tests must get such names from the test setup. Builtins, the solution's functions and classes,
+    and names the asserts bind themselves are fine.
+    """
+    import builtins
+
+    allowed = set(dir(builtins)) | _top_level_definitions(code) | _setup_names(setup or "")
+    missing: list[str] = []
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            continue
+        bound = _bound_names(tree)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                if n.id not in allowed and n.id not in bound and n.id not in missing:
+                    missing.append(n.id)
+    return missing

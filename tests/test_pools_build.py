@@ -205,3 +205,170 @@ def test_duplicate_task_ids_rejected(tmp_path: Path) -> None:
     src.write_text(row + "\n" + row + "\n")
     with ProcessExecutor() as ex, pytest.raises(PoolError, match="used more than once"):
         build_pool(read_sources(src), ex.run)
+
+
+CRUDE_SOURCES = [
+    {
+        "id": "parity_of_bits",
+        "query": "parity of the set bits of an integer",
+        "code": (
+            "def parity_of_bits(n):\n"
+            "    if n < 0:\n"
+            "        return -1\n"
+            "    count = 0\n"
+            "    while n:\n"
+            "        count += n & 1\n"
+            "        n = n >> 1\n"
+            "    return count % 2\n"
+        ),
+        "tests": [
+            "assert parity_of_bits(0) == 0",
+            "assert parity_of_bits(1) == 1",
+            "assert parity_of_bits(3) == 0",
+            "assert parity_of_bits(7) == 1",
+            "assert parity_of_bits(8) == 1",
+            "assert parity_of_bits(255) == 0",
+            "assert parity_of_bits(-1) == -1",
+            "assert parity_of_bits(-8) == -1",
+        ],
+    },
+    {
+        "id": "signed_ratio",
+        "query": "ratio of two numbers that is None for a zero divisor",
+        "code": (
+            "def signed_ratio(a, b):\n"
+            "    if b == 0:\n"
+            "        return None\n"
+            "    if a < 0:\n"
+            "        return -signed_ratio(-a, b)\n"
+            "    return a / b\n"
+        ),
+        "tests": [
+            "assert signed_ratio(1, 0) is None",
+            "assert signed_ratio(0, 0) is None",
+            "assert signed_ratio(6, 3) == 2",
+            "assert signed_ratio(-6, 3) == -2",
+            "assert signed_ratio(0, 5) == 0",
+            "assert signed_ratio(1, 4) == 0.25",
+            "assert signed_ratio(-1, 4) == -0.25",
+            "assert signed_ratio(9, -3) == -3",
+        ],
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def crude_built(tmp_path_factory):
+    src = tmp_path_factory.mktemp("crude") / "tasks.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in CRUDE_SOURCES))
+    with ProcessExecutor() as ex:
+        realistic = build_pool(read_sources(src), ex.run, seed=3, timeout=2)
+        crude = build_pool(read_sources(src), ex.run, seed=3, timeout=2, realistic=False)
+    return realistic, crude
+
+
+def test_realistic_build_rejects_crude_edits_by_reason(crude_built) -> None:
+    (pool, report), _ = crude_built
+    assert report.rejects["literal_operand"] >= 2  # 1 >> n, 2 % count
+    assert report.rejects["not_a_short_guard"] == 1  # the recursive `if a < 0: return -signed_ratio(...)`
+    crude_codes = {
+        m.code
+        for q in pool.queries
+        for m in find_mutants(pool.snippet(q.correct_corpus_ids[0]).code)
+        if m.crude
+    }
+    assert crude_codes and not crude_codes & {s.code for s in pool.corpus}
+
+
+def test_realistic_distractors_pass_some_asserts_and_fail_some(crude_built) -> None:
+    (pool, report), (crude_pool, crude_report) = crude_built
+    suites = {q.query_id: len(q.test_suite) for q in pool.queries}
+    for d in pool.distractors:
+        assert 0 < len(d.failing_tests) < suites[d.query_id], d
+    assert report.rejects["fails_every_assert"] + report.rejects["raises_on_every_assert"] >= 1
+    # --crude-distractors keeps what the default rejects
+    assert "literal_operand" not in crude_report.rejects
+    kept_crude = {s.code for s in crude_pool.corpus} - {s.code for s in pool.corpus}
+    assert kept_crude
+
+
+def _verdict(outcomes: str) -> object:
+    from agentbench.execution import ExecResult
+
+    return ExecResult(["pass" if c == "." else "FAIL" for c in outcomes])
+
+
+def test_selection_prefers_the_subtlest_mutant_of_each_bug_type() -> None:
+    from agentbench.pools.build import _TaskPlan
+    from agentbench.pools.mutate import Mutant
+
+    def mutant(bug_type: str, n: int) -> Mutant:
+        return Mutant(bug_type, f"# {bug_type} {n}", 1, "", "", "")
+
+    order = [mutant("a", 1), mutant("b", 1), mutant("a", 2), mutant("c", 1), mutant("b", 2), mutant("c", 2)]
+    plan = _TaskPlan(order, explore=6)
+    plan.verdicts = [_verdict(v) for v in ("FF..", "F...", "F...", "FFFF", "FF..", "F.F.")]
+    assert plan.choose(2) is not None
+    chosen = [m.code for m, _ in plan.choose(3)]
+    # per type the least-failing usable one (c1 fails every assert: rejected); types by that share
+    assert chosen == ["# b 1", "# a 2", "# c 2"]
+    plan.verdicts = plan.verdicts[:5]
+    assert plan.choose(3) is None  # not every candidate of the exploration budget has run yet
+
+
+SLOW_SOURCE = {
+    "id": "cpu_paced_increment",
+    "query": "add one after a fixed amount of CPU work",
+    "code": (
+        "import time\n"
+        "def cpu_paced_increment(n):\n"
+        "    start = time.process_time()\n"
+        "    while time.process_time() - start < 0.04:\n"
+        "        pass\n"
+        "    if n < 0:\n"
+        "        return 0\n"
+        "    return n + 1\n"
+    ),
+    "tests": [
+        "assert cpu_paced_increment(0) == 1",
+        "assert cpu_paced_increment(1) == 2",
+        "assert cpu_paced_increment(2) == 3",
+        "assert cpu_paced_increment(5) == 6",
+        "assert cpu_paced_increment(10) == 11",
+        "assert cpu_paced_increment(-1) == 0",
+        "assert cpu_paced_increment(-5) == 0",
+        "assert cpu_paced_increment(100) == 101",
+    ],
+}
+
+
+@pytest.mark.slow
+def test_the_same_sources_build_the_same_pool_on_a_loaded_machine(tmp_path: Path) -> None:
+    """Ten CPU hogs per core beside the build: each mutant of the paced task needs ~0.3 s of CPU, which
+    takes a starved job longer than the wall-clock limit that used to time it out."""
+    import os
+    import subprocess
+    import sys
+
+    src = tmp_path / "tasks.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [*SOURCES, SLOW_SOURCE]))
+
+    def build() -> tuple[dict, dict]:
+        with ProcessExecutor(workers=2) as ex:
+            pool, report = build_pool(read_sources(src), ex.run, seed=5, timeout=3)
+        return pool.model_dump(), report.to_json()
+
+    idle = build()
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range((os.cpu_count() or 1) * 10)
+    ]
+    try:
+        loaded = build()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert loaded == idle
+    paced = [q for q in idle[0]["queries"] if q["entry_id"] == "cpu_paced_increment"]
+    assert paced and len(paced[0]["paired_distractor_corpus_ids"]) == 4

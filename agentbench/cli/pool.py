@@ -20,6 +20,7 @@ from ..pools import (
     read_sources,
     resolve_pool_path,
     scan_pool,
+    spec_problems,
     structural_problems,
     structural_warnings,
     write_pool,
@@ -56,8 +57,20 @@ def build(
     distractors: Annotated[int, typer.Option(min=0, max=4, help="Distractors per query (at most 4).")] = 4,
     seed: Annotated[int, typer.Option(help="Seed for choosing among mutants.")] = 0,
     timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds per execution; mutants that time out are rejected.")
+        float,
+        typer.Option(
+            min=0.1,
+            help="CPU seconds per canonical; a mutant gets a fifth of it and is rejected if it needs more.",
+        ),
     ] = 10.0,
+    crude: Annotated[
+        bool,
+        typer.Option(
+            "--crude-distractors",
+            help="Also keep crude edits (literal operand swaps, large removals) and mutants failing or "
+            "raising on every assert; by default they are rejected.",
+        ),
+    ] = False,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,
@@ -72,6 +85,7 @@ def build(
             seed=seed,
             name=out.name,
             timeout=timeout,
+            realistic=not crude,
         )
     write_pool(pool, out)
     summary = report.to_json()
@@ -104,8 +118,9 @@ def validate(
     """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
     path = resolve_pool_path(pool)
     scan = scan_pool(path)
-    problems = scan.problems + structural_problems(scan)
-    for w in structural_warnings(scan):
+    unstated, spec_warnings = spec_problems(scan)
+    problems = scan.problems + structural_problems(scan) + unstated
+    for w in structural_warnings(scan) + spec_warnings:
         typer.echo(f"{path}/{w.file}{f':{w.line}' if w.line else ''}: warning: {w.message}", err=True)
     if not problems and execute:
         with make_executor(sandbox, workers) as executor:
@@ -139,4 +154,13 @@ def stats(
         table.add_row(f"domain {k}", str(v))
     for k, v in s["bug_types"].items():
         table.add_row(f"bug type {k}", str(v))
+    share = s["failing_share"]
+    if share.get("distractors"):
+        table.add_row(
+            "share of asserts a distractor fails",
+            f"median {share['median']:.2f} (quartiles {share['p25']:.2f}-{share['p75']:.2f}); "
+            f"{share['failing_all']} fail all",
+        )
+        for k, v in share["histogram"].items():
+            table.add_row(f"  distractors failing {k}", str(v))
     console.print(table)

@@ -1,8 +1,18 @@
 """Turning canonical implementations with tests into a pool of execution-verified distractors.
 
-Every candidate mutant is executed; a mutant is kept only when it fails at least one assert. Selection
-prefers distinct bug types and is a pure function of (sources, verdicts, seed), so the same sources and
-seed always give the same pool.
+A distractor should be one plausible behaviour-breaking edit, the kind ExecRetrieval measures: it fails
+some asserts and passes most. By default the builder therefore rejects, counting each reason:
+
+- edits that are not near-misses, before running them (``Mutant.crude``): an operand swapped with a
+  literal (``1 >> n``), a removed ``if`` that did more than return or raise a simple value;
+- by verdict: a mutant that survives every assert, fails every assert, raises on every assert, or
+  exhausts a resource (runs out of CPU time, memory or recursion depth).
+
+Among the rest it prefers distinct bug types and, within them, the mutants failing the smallest share of
+asserts. Mutants run with a CPU budget of ``MUTANT_CPU_SHARE`` of the time limit: whether a slow mutant
+finishes depends on the machine, so none that needs more is kept. Verdicts are timed by CPU time, never by
+wall-clock time, so selection is a pure function of (sources, verdicts, seed) and the same sources and
+seed give the same pool on an idle and on a loaded machine.
 """
 
 from __future__ import annotations
@@ -23,9 +33,22 @@ from ..execution import TIMEOUT, ExecResult, Job
 from .models import DistractorMeta, Pool, Query, Snippet
 from .mutate import Mutant, find_mutants
 
-__all__ = ["SourceTask", "read_sources", "build_pool", "BuildReport", "MAX_PER_BUG_TYPE"]
+__all__ = [
+    "SourceTask",
+    "read_sources",
+    "build_pool",
+    "BuildReport",
+    "MAX_PER_BUG_TYPE",
+    "MUTANT_CPU_SHARE",
+    "reject_reason",
+]
 
 MAX_PER_BUG_TYPE = 6  # candidates executed per bug type and task; bounds build time on long functions
+EXPLORE_PER_BUG_TYPE = 3  # candidates per bug type evaluated before choosing, so subtler ones can win
+MUTANT_CPU_SHARE = 0.2  # a mutant needing more than this share of the time limit in CPU is rejected
+# Verdicts that say the mutant ran out of something rather than computed a wrong answer; where the limit
+# strikes depends on the machine, so such mutants are never kept.
+RESOURCE_OUTCOMES = (TIMEOUT, "ERROR:MemoryError", "ERROR:RecursionError")
 RunJobs = Callable[[list[Job]], list[ExecResult]]
 
 
@@ -35,9 +58,17 @@ class SourceTask(BaseModel):
     id: str | None = None
     domain: str | None = None
     query: str
+    """What a developer types into a code search: short, no function name."""
+    spec: str | None = None
+    """What the generator is told (a docstring: inputs, return value, every convention the tests check)."""
     code: str
     tests: list[str] = Field(min_length=1)
+    test_setup: str | None = None
+    """Imports the asserts need, run before them (never taken from the solution's own imports)."""
     location: str = ""
+
+    def job(self, code: str, timeout: float) -> Job:
+        return Job(code, tuple(self.tests), timeout, self.test_setup or "")
 
     @classmethod
     def from_raw(cls, data: dict, location: str, default_domain: str | None) -> SourceTask:
@@ -139,35 +170,62 @@ def _order(mutants: list[Mutant], rng: random.Random) -> list[Mutant]:
     return ordered
 
 
+def reject_reason(result: ExecResult, realistic: bool = True) -> str | None:
+    """Why a mutant with this verdict makes no (realistic) distractor; None: keep it."""
+    outcomes = result.results
+    if result.infra_error:
+        return "infrastructure_error"
+    if any(r in RESOURCE_OUTCOMES for r in outcomes):
+        return "exhausts_resources"
+    if result.passed:
+        return "survived_all_asserts"
+    if not realistic:
+        return None
+    if all(r.startswith("ERROR") for r in outcomes):
+        return "raises_on_every_assert"
+    if not any(r == "pass" for r in outcomes):
+        return "fails_every_assert"
+    return None
+
+
+def failing_share(result: ExecResult) -> float:
+    return sum(r != "pass" for r in result.results) / max(len(result.results), 1)
+
+
 @dataclass
 class _TaskPlan:
     """Mutants of one task in evaluation order, with the verdicts of the evaluated prefix."""
 
     order: list[Mutant]
+    explore: int
+    realistic: bool = True
     verdicts: list[ExecResult] = field(default_factory=list)
 
-    def killed(self) -> list[tuple[Mutant, ExecResult]]:
-        """Mutants that fail an assert by a wrong result or an exception. A mutant that runs out of time
-        is not kept: whether a slow mutant finishes depends on the machine's load, so its verdict is not
-        reproducible."""
+    def kept(self) -> list[tuple[int, Mutant, ExecResult]]:
         return [
-            (m, r)
-            for m, r in zip(self.order, self.verdicts, strict=False)
-            if not r.passed and not r.infra_error and TIMEOUT not in r.results
+            (i, m, r)
+            for i, (m, r) in enumerate(zip(self.order, self.verdicts, strict=False))
+            if reject_reason(r, self.realistic) is None
         ]
 
     def choose(self, n: int) -> list[tuple[Mutant, ExecResult]] | None:
-        """Distinct bug types first, then any; None while more evaluation could change the answer."""
-        distinct: list[tuple[Mutant, ExecResult]] = []
-        for m, r in self.killed():
-            if m.bug_type not in {d[0].bug_type for d in distinct}:
-                distinct.append((m, r))
-        if len(distinct) >= n:
-            return distinct[:n]
-        if len(self.verdicts) < len(self.order):
+        """Subtle distinct bug types first, then any; None while more evaluation could change the answer.
+
+        Once ``explore`` candidates are evaluated (or all are) and ``n`` are usable, the choice is made:
+        the least-failing usable mutant of each bug type, types ordered by that share, then the other
+        usable mutants by share. Ties keep the seeded evaluation order.
+        """
+        kept = self.kept()
+        done = len(self.verdicts) >= len(self.order)
+        if not done and (len(self.verdicts) < self.explore or len(kept) < n):
             return None
-        rest = [k for k in self.killed() if k not in distinct]
-        return (distinct + rest)[:n]
+        ranked = sorted(kept, key=lambda k: (failing_share(k[2]), k[0]))
+        best: dict[str, tuple[int, Mutant, ExecResult]] = {}
+        for k in ranked:
+            best.setdefault(k[1].bug_type, k)
+        first = list(best.values())
+        rest = [k for k in ranked if k not in first]
+        return [(m, r) for _, m, r in (first + rest)[:n]]
 
 
 def _function_name(code: str) -> str:
@@ -185,8 +243,11 @@ def build_pool(
     seed: int = 0,
     name: str = "pool",
     timeout: float = 10.0,
+    realistic: bool = True,
 ) -> tuple[Pool, BuildReport]:
-    """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids."""
+    """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids.
+
+    ``realistic=False`` also keeps crude edits and mutants that fail or raise on every assert."""
     report = BuildReport(queries_in=len(tasks))
     ids = [t.id or f"task_{i:04d}" for i, t in enumerate(tasks, start=1)]
     dupes = [i for i, n in Counter(ids).items() if n > 1]
@@ -201,7 +262,7 @@ def build_pool(
             parsed.append(True)
         except SyntaxError:
             parsed.append(False)
-    canon_jobs = [Job(t.code, tuple(t.tests), timeout) for t in tasks]
+    canon_jobs = [t.job(t.code, timeout) for t in tasks]
     canon_results = run(canon_jobs)
 
     # 2. mutants, evaluated in rounds until each task has its distractors (or runs out of candidates)
@@ -213,9 +274,18 @@ def build_pool(
             bad = ", ".join(f"{i}:{r}" for i, r in enumerate(res.results) if r != "pass")
             report.dropped_queries.append(f"{ids[idx]}: canonical fails its asserts ({bad})")
         else:
-            plans[idx] = _TaskPlan(_order(find_mutants(t.code), random.Random(f"{seed}:{ids[idx]}")))
+            candidates = []
+            for m in find_mutants(t.code):
+                if realistic and m.crude:
+                    report.rejects[m.crude] += 1
+                else:
+                    candidates.append(m)
+            order = _order(candidates, random.Random(f"{seed}:{ids[idx]}"))
+            explore = EXPLORE_PER_BUG_TYPE * len({m.bug_type for m in order})
+            plans[idx] = _TaskPlan(order, explore, realistic)
     chosen_by_task: dict[int, list[tuple[Mutant, ExecResult]]] = {}
     batch = max(distractors, 1) + 2
+    mutant_timeout = timeout * MUTANT_CPU_SHARE
     while True:
         pending = {i: p for i, p in plans.items() if i not in chosen_by_task}
         for i, p in list(pending.items()):
@@ -225,19 +295,17 @@ def build_pool(
                 del pending[i]
         if not pending:
             break
-        slices = {i: p.order[len(p.verdicts) : len(p.verdicts) + batch] for i, p in pending.items()}
-        jobs = [Job(m.code, tuple(tasks[i].tests), timeout) for i, ms in slices.items() for m in ms]
+        slices = {
+            i: p.order[len(p.verdicts) : max(p.explore, len(p.verdicts) + batch)] for i, p in pending.items()
+        }
+        jobs = [tasks[i].job(m.code, mutant_timeout) for i, ms in slices.items() for m in ms]
         results = iter(run(jobs))
         for i, ms in slices.items():
             plans[i].verdicts.extend(next(results) for _ in ms)
     for p in plans.values():
         for r in p.verdicts:
-            if r.infra_error:
-                report.rejects["infrastructure_error"] += 1
-            elif TIMEOUT in r.results:
-                report.rejects["timed_out"] += 1
-            elif r.passed:
-                report.rejects["survived_all_asserts"] += 1
+            if reason := reject_reason(r, p.realistic):
+                report.rejects[reason] += 1
 
     # 3. assemble in source order
     queries: list[Query] = []
@@ -289,7 +357,9 @@ def build_pool(
             Query(
                 query_id=qid,
                 query=t.query,
+                spec=t.spec.strip() if t.spec else None,
                 test_suite=list(t.tests),
+                test_setup=t.test_setup.strip() if t.test_setup else None,
                 correct_corpus_ids=[canon_id],
                 paired_distractor_corpus_ids=distractor_ids,
                 entry_id=ids[idx],

@@ -23,6 +23,10 @@ class Mutant:
     line_before: str
     line_after: str  # "" when the edit removed the line(s)
     description: str
+    crude: str | None = None
+    """Why the edit is not a plausible near-miss (the builder rejects it by default): ``literal_operand``
+    (an operand swapped with a literal, ``1 >> n``) or ``not_a_short_guard`` (the removed ``if`` does more
+    than return or raise a simple value)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,10 @@ class _Edit:
     start: int  # byte offsets into the UTF-8 source
     end: int
     text: str
+
+
+# (bug type, edit, description) or, for an edit that is not a plausible near-miss, plus why (Mutant.crude)
+_Site = tuple[str, _Edit, str] | tuple[str, _Edit, str, str | None]
 
 
 class _Source:
@@ -157,7 +165,7 @@ def _format_int(old_text: str, value: int) -> str:
 # --- site finders: each yields (bug_type, edit, description) --------------------------------------
 
 
-def _sites(tree: ast.AST, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _sites(tree: ast.AST, src: _Source) -> Iterator[_Site]:
     skip = _in_fstring(tree) | _docstring_ids(tree)
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -183,7 +191,7 @@ def _sites(tree: ast.AST, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
                 yield from _guards(block, src)
 
 
-def _off_by_one(node: ast.Constant, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _off_by_one(node: ast.Constant, src: _Source) -> Iterator[_Site]:
     start, end = src.span(node)
     old = src.text(start, end)
     for delta in (1, -1):
@@ -191,7 +199,7 @@ def _off_by_one(node: ast.Constant, src: _Source) -> Iterator[tuple[str, _Edit, 
         yield "off_by_one", _Edit(start, end, new_text), f"constant {old} -> {new_text}"
 
 
-def _binop(node: ast.BinOp, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _binop(node: ast.BinOp, src: _Source) -> Iterator[_Site]:
     token = _BINOP_TOKEN.get(type(node.op))
     if token is None:
         return
@@ -207,10 +215,11 @@ def _binop(node: ast.BinOp, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
         left, right = src.text(left_start, left_end), src.text(right_start, right_end)
         middle = src.text(left_end, right_start)
         text = _parenthesize(node.right, right) + middle + _parenthesize(node.left, left)
-        yield "swap_arguments", _Edit(left_start, right_end, text), f"operands of {token} swapped"
+        crude = "literal_operand" if _is_literal(node.left) or _is_literal(node.right) else None
+        yield "swap_arguments", _Edit(left_start, right_end, text), f"operands of {token} swapped", crude
 
 
-def _augassign(node: ast.AugAssign, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _augassign(node: ast.AugAssign, src: _Source) -> Iterator[_Site]:
     token = _BINOP_TOKEN.get(type(node.op))
     replacement = _WRONG_OPERATOR.get(token or "")
     if not token or not replacement:
@@ -222,7 +231,7 @@ def _augassign(node: ast.AugAssign, src: _Source) -> Iterator[tuple[str, _Edit, 
         yield "wrong_operator", _Edit(pos[0], pos[1], replacement + "="), f"{token}= -> {replacement}="
 
 
-def _compare(node: ast.Compare, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _compare(node: ast.Compare, src: _Source) -> Iterator[_Site]:
     operands = [node.left, *node.comparators]
     for i, op in enumerate(node.ops):
         _, left_end = src.span(operands[i])
@@ -238,7 +247,7 @@ def _compare(node: ast.Compare, src: _Source) -> Iterator[tuple[str, _Edit, str]
         yield "wrong_comparison", _Edit(pos[0], pos[1], new), f"comparison {old} -> {new}"
 
 
-def _boolop(node: ast.BoolOp, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _boolop(node: ast.BoolOp, src: _Source) -> Iterator[_Site]:
     token = "and" if isinstance(node.op, ast.And) else "or"
     new = "or" if token == "and" else "and"
     for a, b in zip(node.values, node.values[1:], strict=False):
@@ -247,7 +256,7 @@ def _boolop(node: ast.BoolOp, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
             yield "wrong_operator", _Edit(pos[0], pos[1], new), f"{token} -> {new}"
 
 
-def _call(node: ast.Call, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _call(node: ast.Call, src: _Source) -> Iterator[_Site]:
     args = node.args
     if any(isinstance(a, ast.Starred) for a in args):
         return
@@ -258,12 +267,13 @@ def _call(node: ast.Call, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
         start, _ = src.span(a)
         _, end = src.span(b)
         middle = src.text(src.span(a)[1], src.span(b)[0])
-        yield "swap_arguments", _Edit(start, end, b_text + middle + a_text), "call arguments swapped"
+        crude = "literal_operand" if _is_literal(a) or _is_literal(b) else None
+        yield "swap_arguments", _Edit(start, end, b_text + middle + a_text), "call arguments swapped", crude
     if isinstance(node.func, ast.Name) and node.func.id == "range" and 1 <= len(args) <= 2:
         yield from _shift_bound(args[-1], src, "range end")
 
 
-def _slice_bound(node: ast.Slice, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _slice_bound(node: ast.Slice, src: _Source) -> Iterator[_Site]:
     if node.upper is not None and not isinstance(node.upper, ast.Constant | ast.UnaryOp):
         yield from _shift_bound(node.upper, src, "slice end")
 
@@ -272,7 +282,7 @@ _LOOSE = (ast.BoolOp, ast.IfExp, ast.Compare, ast.NamedExpr, ast.Lambda)
 _LOOSE_BINOPS = (ast.BitOr, ast.BitAnd, ast.BitXor, ast.LShift, ast.RShift)
 
 
-def _shift_bound(bound: ast.expr, src: _Source, what: str) -> Iterator[tuple[str, _Edit, str]]:
+def _shift_bound(bound: ast.expr, src: _Source, what: str) -> Iterator[_Site]:
     if isinstance(bound, ast.Constant):
         return  # constants are covered by off_by_one
     start, end = src.span(bound)
@@ -283,7 +293,7 @@ def _shift_bound(bound: ast.expr, src: _Source, what: str) -> Iterator[tuple[str
         yield "off_by_one_boundary", _Edit(start, end, f"{text} {sign} 1"), f"{what} {sign}1"
 
 
-def _negate(test: ast.expr, src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _negate(test: ast.expr, src: _Source) -> Iterator[_Site]:
     start, end = src.span(test)
     if src.line_of(start) != src.line_of(end):
         return
@@ -308,7 +318,7 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
         yield handler.body
 
 
-def _guards(block: list[ast.stmt], src: _Source) -> Iterator[tuple[str, _Edit, str]]:
+def _guards(block: list[ast.stmt], src: _Source) -> Iterator[_Site]:
     if len(block) < 2:
         return  # removing the only statement would leave an empty block
     for stmt in block:
@@ -318,7 +328,43 @@ def _guards(block: list[ast.stmt], src: _Source) -> Iterator[tuple[str, _Edit, s
             continue
         first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
         edit = _Edit(src.line_starts[first - 1], src.line_starts[last], "")
-        yield "remove_edge_case_check", edit, "guard removed"
+        crude = None if _is_short_guard(stmt) else "not_a_short_guard"
+        yield "remove_edge_case_check", edit, "guard removed", crude
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """A constant, possibly negated (``1``, ``-1``, ``"x"``, ``None``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
+def _is_simple_value(node: ast.expr | None) -> bool:
+    """What an edge-case guard returns: nothing, a literal, a name, or a small literal container or call
+    of literals and names (``return None``, ``return []``, ``return x``, ``raise ValueError("...")``)."""
+    if node is None:
+        return True
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return all(_is_literal(e) or isinstance(e, ast.Name) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return not node.keys
+    if isinstance(node, ast.Call):
+        return all(_is_literal(a) or isinstance(a, ast.Name | ast.JoinedStr) for a in node.args)
+    return _is_literal(node) or isinstance(node, ast.Name)
+
+
+def _is_short_guard(stmt: ast.If) -> bool:
+    """``if <cond>: return/raise/continue/break <simple value>`` in at most two lines."""
+    if len(stmt.body) != 1 or (stmt.end_lineno or stmt.lineno) - stmt.lineno > 1:
+        return False
+    exit_ = stmt.body[0]
+    if isinstance(exit_, ast.Continue | ast.Break):
+        return True
+    if isinstance(exit_, ast.Return):
+        return _is_simple_value(exit_.value)
+    if isinstance(exit_, ast.Raise):
+        return _is_simple_value(exit_.exc)
+    return False
 
 
 def _owns_its_lines(stmt: ast.stmt, src: _Source) -> bool:
@@ -336,7 +382,7 @@ def find_mutants(code: str) -> list[Mutant]:
     canonical_dump = ast.dump(tree)
     seen: set[str] = {code}
     mutants: list[Mutant] = []
-    for bug_type, edit, description in _sites(tree, src):
+    for bug_type, edit, description, *flag in _sites(tree, src):
         first_line = src.line_of(edit.start)
         last_line = src.line_of(max(edit.start, edit.end - 1))
         if bug_type != "remove_edge_case_check" and first_line != last_line:
@@ -353,6 +399,7 @@ def find_mutants(code: str) -> list[Mutant]:
         seen.add(new_code)
         before = "\n".join(src.line(n) for n in range(first_line, last_line + 1))
         after = "" if bug_type == "remove_edge_case_check" else new_code.splitlines()[first_line - 1]
-        mutants.append(Mutant(bug_type, new_code, first_line, before, after, description))
+        crude = flag[0] if flag else None
+        mutants.append(Mutant(bug_type, new_code, first_line, before, after, description, crude))
     mutants.sort(key=lambda m: (m.line_number, m.bug_type, m.code))
     return mutants

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 
 from .models import Pool
@@ -23,4 +24,32 @@ def pool_stats(pool: Pool) -> dict:
         "distractors_per_query": {str(k): per_query[k] for k in sorted(per_query, reverse=True)},
         "share_with_4_distractors": round(per_query[4] / n, 4) if n else 0.0,
         "bug_types": dict(sorted(Counter(s.bug_type for s in pool.corpus if s.bug_type).items())),
+        "failing_share": failing_share_stats(pool),
+    }
+
+
+def failing_share_stats(pool: Pool) -> dict:
+    """How much of its suite each distractor fails (from ``failing_tests`` in the distractor metadata).
+
+    A realistic distractor fails a few asserts: one failing all of them is a crash, not a near-miss, and
+    tells a reader nothing about why a retriever ranked it first.
+    """
+    suites = {q.query_id: len(q.test_suite) for q in pool.queries}
+    shares = sorted(
+        len(d.failing_tests) / suites[d.query_id]
+        for d in pool.distractors
+        if "failing_tests" in d.model_fields_set and suites.get(d.query_id)
+    )
+    if not shares:
+        return {"distractors": 0}
+    bins = Counter(min(int(x * 10), 9) if x < 1 else 10 for x in shares)
+    labels = [f"{b / 10:.1f}-{(b + 1) / 10:.1f}" for b in range(10)] + ["1.0 (all)"]
+    quartiles = statistics.quantiles(shares, n=4) if len(shares) > 1 else [shares[0]] * 3
+    return {
+        "distractors": len(shares),
+        "median": round(statistics.median(shares), 4),
+        "p25": round(quartiles[0], 4),
+        "p75": round(quartiles[2], 4),
+        "failing_all": sum(x >= 1 for x in shares),
+        "histogram": {labels[b]: bins.get(b, 0) for b in range(11)},
     }

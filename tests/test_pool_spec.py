@@ -25,6 +25,8 @@ from .conftest import run_cli, tiny_rows, write_rows
         ("assert budget(50) == ('insufficient', 50)", "Check a budget", ["a tuple", "'insufficient'"]),
         ("assert budget(50) == ('insufficient', 50)", 'Returns a tuple ("insufficient", amount)', []),
         ("assert upper('abc') == 'ABC'", "Upper-case a string", []),  # derived from the argument
+        ("assert caesar('Hello World', 3) == 'Khoor Zruog'", "Shift letters", []),  # mostly its letters
+        ("assert check('abc') == 'invalid'", "Check a code", ["'invalid'"]),  # a label
         ("assert swap((1, 2)) == (2, 1)", "Swap a pair's items", []),  # the argument has the shape
         ("assert count_words('a b a') == {'a': 2, 'b': 1}", "Count each word", ["a dict"]),
         ("assert invert({'a': 1}) == {1: 'a'}", "Invert a mapping", []),  # the argument is one

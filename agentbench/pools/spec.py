@@ -79,6 +79,13 @@ def _argument_text(nodes: Iterable[ast.expr]) -> tuple[str, set[int | float]]:
     return "".join(letters), negatives
 
 
+def _mostly_from(value: str, args_letters: str) -> bool:
+    """Most of the string's letters occur in the arguments: a transformation of them (a cipher, a plural,
+    a case change), not a label the tests expect by convention."""
+    letters = [c for c in value.casefold() if c.isalpha()]
+    return bool(letters) and sum(c in args_letters for c in letters) >= 0.5 * len(letters)
+
+
 def _mentions(spec: str, literal: str) -> bool:
     return literal.casefold() in spec.casefold()
 
@@ -111,7 +118,7 @@ def _literal_gaps(node: ast.expr, args_text: str, arg_negatives: set[int | float
                 gaps.append("None")
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
             words = _WORD.findall(n.value.casefold())
-            derived = all(w in args_text for w in words)
+            derived = all(w in args_text for w in words) or _mostly_from(n.value, args_text)
             if (
                 words
                 and not derived

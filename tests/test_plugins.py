@@ -34,7 +34,7 @@ from .conftest import ROOT, run_cli
 
 POOL = agentbench.load_pool("core")
 CANONICAL = {q.query: q.correct_corpus_ids[0] for q in POOL.queries}
-PAIRED = {q.query: q.paired_distractor_corpus_ids[0] for q in POOL.queries}
+PAIRED = {q.query: q.paired_distractor_corpus_ids[0] for q in POOL.queries if q.paired_distractor_corpus_ids}
 
 
 @pytest.fixture(autouse=True)

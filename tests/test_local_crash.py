@@ -126,7 +126,10 @@ def test_run_killed_by_sigill_keeps_its_records_and_resumes(
     assert MODEL in last and "SIGILL" in last and "CMAKE_ARGS=" in last and "--resume" in last, last
 
     kept = [json.loads(line) for line in records.read_text().splitlines()]
-    assert 4 <= len(kept) < N_QUERIES and all(r["status"] == "ok" for r in kept)
+    # finished generations (a 128-token reply may end before its code block closes: no_code)
+    assert 4 <= len(kept) < N_QUERIES and all(r["status"] in ("ok", "no_code") for r in kept), [
+        r["status"] for r in kept
+    ]
 
     resumed = subprocess.run(
         [*args, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900

@@ -10,13 +10,14 @@ the spec does not mention.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .models import Query
 
-__all__ = ["SpecGap", "spec_gaps", "unstated_conventions"]
+__all__ = ["SpecGap", "borrowed_names", "spec_gaps", "unstated_conventions"]
 
 _WORD = re.compile(r"[a-z]{2,}")
 _SHAPES: dict[type, tuple[str, ...]] = {
@@ -38,8 +39,8 @@ class SpecGap:
         return f"test {self.test_index} expects {self.literal}"
 
 
-def _expected_and_args(test: str) -> tuple[list[ast.expr], list[ast.expr]] | None:
-    """(expected-value nodes, argument nodes) of ``assert <call> == / is / != <expected>``."""
+def _expected_and_call(test: str) -> tuple[ast.expr, ast.expr] | None:
+    """(expected value, call side) of ``assert <call> == / is / != <expected>``."""
     try:
         node = ast.parse(test).body[0]
     except (SyntaxError, IndexError):
@@ -56,26 +57,23 @@ def _expected_and_args(test: str) -> tuple[list[ast.expr], list[ast.expr]] | Non
     left, right = expr.left, expr.comparators[0]
     if _has_call(right) and not _has_call(left):  # written as ``expected == f(x)``
         left, right = right, left
-    return [right], [left]
+    return right, left
 
 
 def _has_call(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
-def _argument_text(nodes: Iterable[ast.expr]) -> tuple[str, set[int | float]]:
+def _argument_text(call: ast.expr) -> tuple[str, set[int | float]]:
     """Casefolded letters of every string argument, and the negative numbers among the arguments."""
     letters, negatives = [], set()
-    for root in nodes:
-        for n in ast.walk(root):
-            if isinstance(n, ast.Constant) and isinstance(n.value, str):
-                letters.append(re.sub(r"[^a-z]", "", n.value.casefold()))
-            elif (
-                isinstance(n, ast.UnaryOp)
-                and isinstance(n.op, ast.USub)
-                and isinstance(n.operand, ast.Constant)
-            ):
-                negatives.add(n.operand.value)
+    for n in ast.walk(call):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            letters.append(re.sub(r"[^a-z]", "", n.value.casefold()))
+        elif (
+            isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)
+        ):
+            negatives.add(n.operand.value)
     return "".join(letters), negatives
 
 
@@ -90,10 +88,10 @@ def _mentions(spec: str, literal: str) -> bool:
     return literal.casefold() in spec.casefold()
 
 
-def _shape_gaps(node: ast.expr, args: list[ast.expr], spec: str) -> list[str]:
+def _shape_gaps(node: ast.expr, call: ast.expr, spec: str) -> list[str]:
     """A tuple, dict or set result the spec never names (unless the arguments have that shape too)."""
     for kind, words in _SHAPES.items():
-        if not isinstance(node, kind) or any(isinstance(n, kind) for a in args for n in ast.walk(a)):
+        if not isinstance(node, kind) or any(isinstance(n, kind) for n in ast.walk(call)):
             continue
         if not any(_mentions(spec, w) for w in words):
             return [f"a {words[0]}"]
@@ -141,17 +139,18 @@ def unstated_conventions(tests: Iterable[str], text: str) -> list[SpecGap]:
     """Literals and shapes the asserts expect that ``text`` (a spec or a query) does not state."""
     gaps: list[SpecGap] = []
     for i, test in enumerate(tests):
-        parts = _expected_and_args(test)
+        parts = _expected_and_call(test)
         if parts is None:
             continue
-        expected, args = parts
-        args_text, numbers = _argument_text(args)
+        expected, call = parts
+        args_text, negatives = _argument_text(call)
         seen: set[str] = set()
-        for node in expected:
-            for literal in _shape_gaps(node, args, text) + _literal_gaps(node, args_text, numbers, text):
-                if literal not in seen:
-                    seen.add(literal)
-                    gaps.append(SpecGap(i, literal))
+        for literal in _shape_gaps(expected, call, text) + _literal_gaps(
+            expected, args_text, negatives, text
+        ):
+            if literal not in seen:
+                seen.add(literal)
+                gaps.append(SpecGap(i, literal))
     return gaps
 
 
@@ -201,8 +200,6 @@ def borrowed_names(tests: Iterable[str], code: str, setup: str | None = None) ->
     the tests must get such names from the test setup. Builtins, the solution's functions and classes,
     and names the asserts bind themselves are fine.
     """
-    import builtins
-
     allowed = set(dir(builtins)) | _top_level_definitions(code) | _setup_names(setup or "")
     missing: list[str] = []
     for test in tests:

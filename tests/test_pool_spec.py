@@ -20,6 +20,8 @@ from .conftest import run_cli, tiny_rows, write_rows
         ("assert reverse_bits(-1) is None", "Returns None for negative input", []),
         ("assert find([1, 2], 3) == -1", "Index of x in xs", ["-1"]),
         ("assert find([1, 2], 3) == -1", "Index of x in xs, or -1 when absent", []),
+        ("assert find([1, 2], 3) == -1", "Index of x in xs. When absent, returns -1.", []),
+        ("assert find([1, 2], 3) == -1", "Index of x in xs, or -1.5 when absent", ["-1"]),
         ("assert clamp(-5, 0, 9) == 0", "Clamp x into [lo, hi]", []),
         ("assert sign_extend(0xF, 4) == -1", "Sign-extend", ["-1"]),
         ("assert budget(50) == ('insufficient', 50)", "Check a budget", ["a tuple", "'insufficient'"]),

@@ -128,7 +128,7 @@ def _literal_gaps(node: ast.expr, args_text: str, arg_negatives: set[int | float
             value = n.operand.value
             if value not in arg_negatives:  # f(-1) == -1 passes its argument through
                 text = f"-{value}"
-                if not re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.])", spec):
+                if not re.search(rf"(?<![\d.]){re.escape(text)}(?!\d|\.\d)", spec):
                     gaps.append(text)
         elif isinstance(n, ast.Name) and _EXCEPTION_NAME.match(n.id) and not _mentions(spec, n.id):
             gaps.append(n.id)

@@ -314,3 +314,10 @@ def test_tiny_pool_diagnostics(tiny_results) -> None:
     lo, hi = tiny_results["ci95"]["mrr"]
     assert lo <= tiny_results["metrics"]["mrr"] <= hi
     json.dumps(tiny_results.to_json_dict(), allow_nan=False)  # the results file is strict JSON
+
+
+def test_gate_metric_names_come_from_the_metrics_module():
+    from agentbench.retrieval.metrics import is_metric_name, metric_names
+
+    assert all(is_metric_name(name) for name in metric_names((1, 3, 25)))
+    assert not any(is_metric_name(n) for n in ("exec@0", "exec@01", "recall@1", "exec@", "mrr@1"))

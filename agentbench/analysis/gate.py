@@ -34,6 +34,7 @@ from typing import Literal
 from ..errors import ConfigError
 from ..pipeline.conditions import DEFAULT_CONDITIONS
 from ..pipeline.records import RunRecord
+from ..retrieval.metrics import is_metric_name
 
 __all__ = [
     "Threshold",
@@ -61,7 +62,6 @@ LOWER_IS_BETTER = frozenset(
     {"bug_inheritance", "mutated_line", "retrieval_errors_became_failures", "retrieval_induced_failures"}
 )
 _CONDITION = re.compile(r"^[a-z][a-z0-9_]*\.(?:pass|repair)$")
-_RETRIEVAL = re.compile(r"^(?:(?:exec|precision|ndcg|exec_ndcg_gap)@[1-9][0-9]*|mrr)$")
 _FLAG = {"fail_under": "--fail-under", "fail_over": "--fail-over", "max_drop": "--max-drop"}
 _METRIC_FORMS = (
     "exec@K, precision@K, ndcg@K, mrr, <condition>.pass, <condition>.repair (e.g. "
@@ -102,7 +102,7 @@ Violation = GateResult
 
 def _canonical(metric: str) -> str:
     m = metric.strip()
-    if _RETRIEVAL.match(m):
+    if is_metric_name(m):
         return m
     if m.endswith(".pass_rate"):
         m = m[: -len("_rate")]
@@ -151,7 +151,7 @@ def check_available(thresholds: Sequence[Threshold], conditions: Iterable[str]) 
 def metric_value(summary: dict, metric: str) -> float | None:
     """The metric's value in a summary.json (None when nothing was measured); ConfigError if never computed."""
     metric = _canonical(metric)
-    if _RETRIEVAL.match(metric):
+    if is_metric_name(metric):
         metrics = summary.get("retrieval", {}).get("metrics", {})
         if metric not in metrics:
             have = ", ".join(k for k in metrics if k.startswith("exec@")) or "none"

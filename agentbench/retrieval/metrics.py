@@ -37,6 +37,8 @@ __all__ = [
     "ndcg_at_k",
     "reciprocal_rank",
     "per_query_metrics",
+    "CUTOFF_METRICS",
+    "is_metric_name",
     "aggregate",
     "diagnostics",
     "bootstrap_ci",
@@ -111,9 +113,21 @@ def per_query_metrics(record: QueryRecord, ks: Sequence[int] = DEFAULT_KS) -> di
     return out
 
 
+CUTOFF_METRICS = ("exec", "precision", "ndcg", "exec_ndcg_gap")
+"""Metrics reported at every cutoff k, as ``<name>@<k>``; ``mrr`` has no cutoff."""
+
+
 def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
-    names = [f"{m}@{k}" for m in ("exec", "precision", "ndcg", "exec_ndcg_gap") for k in ks]
+    names = [f"{m}@{k}" for m in CUTOFF_METRICS for k in ks]
     return [*names, "mrr"]
+
+
+def is_metric_name(name: str) -> bool:
+    """Whether ``name`` is a retrieval metric at some cutoff (``exec@3``) or ``mrr``; the CI gate's test."""
+    if name == "mrr":
+        return True
+    family, at, k = name.partition("@")
+    return bool(at) and family in CUTOFF_METRICS and k.isdigit() and not k.startswith("0")
 
 
 def _per_query_table(records: Sequence[QueryRecord], ks: Sequence[int]) -> dict[str, np.ndarray]:

@@ -186,6 +186,8 @@ class RayExecutor(Executor):
         self.nodes: list[_Node] = []
         self.lost_nodes: list[_Node] = []
         self._all_nodes: list[_Node] = []
+        self.resubmitted = 0
+        """Jobs handed to another node because theirs was lost (a job may have run twice; it counts once)."""
         try:
             self._start_nodes(workers, start_timeout)
         except BaseException:
@@ -295,6 +297,7 @@ class RayExecutor(Executor):
                 if owner is node:
                     del inflight[ref]
                     todo.append(idx)
+                    self.resubmitted += len(idx)
             try:
                 ray.kill(node.actor, no_restart=True)
             except Exception:  # already gone
@@ -333,10 +336,12 @@ class RayExecutor(Executor):
                     out = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError) as exc:
                     todo.append(idx)
+                    self.resubmitted += len(idx)
                     lose(node, type(exc).__name__)
                     continue
                 except ray.exceptions.RayError as exc:  # the node's sandbox failed (engine gone, ...)
                     todo.append(idx)
+                    self.resubmitted += len(idx)
                     lose(node, " ".join(str(exc).split())[-200:])
                     continue
                 fresh = 0

@@ -151,9 +151,11 @@ class LocalCluster:
             time.sleep(1)
 
     def own_pids(self) -> list[int]:
-        roots = [
-            int(p) for p in os.listdir("/proc") if p.isdigit() and self.temp in " ".join(_cmdline(int(p)))
-        ]
+        def ours(pid: int) -> bool:  # a daemon of this cluster: it names the temp dir or the head's address
+            cmd = " ".join(_cmdline(pid))
+            return pid != os.getpid() and (self.temp in cmd or f"--address={self.address}" in cmd)
+
+        roots = [int(p) for p in os.listdir("/proc") if p.isdigit() and ours(int(p))]
         return _with_descendants(roots)
 
     def kill_node2(self) -> list[int]:

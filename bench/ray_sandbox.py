@@ -85,7 +85,7 @@ def start_cluster(temp: str) -> str:
     port = free_port(HEAD_IP)
     address = f"{HEAD_IP}:{port}"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus=1", "--disable-usage-stats"]
+    common = ["--num-cpus=1", f"--object-store-memory={200 << 20}", "--disable-usage-stats"]
     head = [
         "--head",
         f"--node-ip-address={HEAD_IP}",

@@ -32,6 +32,7 @@ RAY = [str(Path(sys.executable).with_name("ray"))]
 HEAD_IP = "127.0.0.2"
 # Node loss is noticed after health_check_period_ms * failure_threshold (Ray's default is 15 s).
 SYSTEM_CONFIG = json.dumps({"health_check_period_ms": 1000, "health_check_failure_threshold": 3})
+OBJECT_STORE = 200 << 20  # bytes per node; results are small, Ray's default is 30% of the memory
 NODE_LINE = re.compile(r"ray: jobs per node: (.*)")
 
 
@@ -105,6 +106,7 @@ class LocalCluster:
             f"--node-ip-address={HEAD_IP}",
             f"--port={self.port}",
             "--num-cpus=1",
+            f"--object-store-memory={OBJECT_STORE}",
             '--resources={"agentbench_head": 1}',
             f"--temp-dir={self.temp}",
             "--include-dashboard=false",
@@ -123,6 +125,7 @@ class LocalCluster:
             f"--address={self.address}",
             f"--node-ip-address={self.node2_ip}",
             "--num-cpus=1",
+            f"--object-store-memory={OBJECT_STORE}",
             '--resources={"node2": 1}',
             "--disable-usage-stats",
         )
@@ -302,3 +305,38 @@ def test_a_malformed_address_is_a_config_error(tmp_path: Path) -> None:
         "agentbench: error: --ray 'nowhere' is not HOST:PORT, ray://HOST:PORT or auto: start one with "
         "`ray start --head` and pass its address (HOST:PORT of the head, or auto on a node of it)"
     ]
+
+
+VOLATILE = {"timing", "seconds", "sandbox_seconds", "created", "date", "timestamp"}
+
+
+def _stable(value):
+    """A result file without its wall-clock fields."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+@pytest.mark.slow
+def test_retrieval_scoring_and_reranking_on_the_cluster_match_a_local_run(
+    ray_cluster, tmp_path: Path
+) -> None:
+    results = {}
+    for name, extra in (("local", []), ("ray", ["--ray", ray_cluster.address])):
+        out = tmp_path / name
+        env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), "RAY_USAGE_STATS_ENABLED": "0"}
+        proc = run_cli(
+            "retrieve", "--embedder", "bm25", "--limit", "3", "--sandbox", "process",
+            "--rerank", "exec-visible", "--rerank-k", "3", "--store-dir", str(tmp_path / f"stores-{name}"),
+            "--out", str(out), *extra, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        (path,) = out.glob("*.json")
+        results[name] = (json.loads(path.read_text()), proc.stderr)
+    local, ray_run = results["local"][0], results["ray"][0]
+    assert _stable(ray_run) == _stable(local)
+    assert ray_run["rerank"]["cost"]["executed_now"] > 0  # the reranker's executions ran on the cluster too
+    per_node = _per_node(results["ray"][1])
+    assert len(per_node) == 2 and all(n > 0 for n in per_node.values()), per_node

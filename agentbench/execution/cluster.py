@@ -202,6 +202,9 @@ class RayExecutor(Executor):
                 "install the same agentbench and sandbox image on every node"
             )
         self._config = configs.pop()
+        self._describe = (
+            f"ray executor at {self.address}, {len(self.nodes)} node(s): {self.nodes[0].info['describe']}"
+        )
 
     # -- setup --------------------------------------------------------------------------------------
 
@@ -266,7 +269,7 @@ class RayExecutor(Executor):
         return self._config
 
     def describe(self) -> str:
-        return f"ray executor at {self.address}, {len(self.nodes)} node(s): {self.nodes[0].info['describe']}"
+        return self._describe
 
     def jobs_per_node(self) -> dict[str, int]:
         """Jobs whose accepted result each node produced, by node id (lost nodes included)."""

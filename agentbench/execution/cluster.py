@@ -1,7 +1,8 @@
 """Ray executor: the sandbox jobs of one command spread over the nodes of an existing Ray cluster.
 
 ``--ray ADDRESS`` connects to a running cluster (``HOST:PORT`` of its head, ``auto`` on a node of it, or
-``ray://HOST:PORT`` with ``ray[client]``) and starts one actor per alive node, pinned there. Each actor holds
+``ray://HOST:PORT`` with ``ray[client]``) and starts one actor per node alive at the start that has CPUs,
+pinned there (nodes joining later are not used by this executor). Each actor holds
 that node's own executor (Docker or process, per ``--sandbox``; ``--sandbox-workers`` per node, default the
 node's CPUs) and runs the chunks of jobs the driver hands it; results come back to the driver, which keeps
 the execution cache, so each distinct job still runs once.
@@ -224,14 +225,18 @@ class RayExecutor(Executor):
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        alive = [n for n in ray.nodes() if n.get("Alive")]
+        # A node started with --num-cpus=0 (a head kept free of work, say) gets no jobs.
+        alive = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
         if not alive:
-            raise SandboxError(f"the Ray cluster at {self.address} has no alive node: {FIX}")
+            raise SandboxError(
+                f"the Ray cluster at {self.address} has no alive node with CPUs: add one with "
+                "`ray start --address=...` (without --num-cpus=0)"
+            )
         image = self._image()
         remote = ray.remote(NodeWorker)
         pending = []
         for n in alive:
-            count = workers or max(1, int(n.get("Resources", {}).get("CPU", 1)))
+            count = workers or max(1, int(n["Resources"]["CPU"]))
             actor = remote.options(
                 num_cpus=0,
                 max_restarts=0,

@@ -166,6 +166,8 @@ class RayExecutor(Executor):
         start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.address = check_address(address)
+        if kind not in ("auto", "docker", "process"):
+            raise ConfigError(f"unknown sandbox {kind!r}: use one of auto, docker, process")
         self.kind = kind
         ray = self._ray = _ray()
         self._own_connection = False

@@ -340,3 +340,20 @@ def test_retrieval_scoring_and_reranking_on_the_cluster_match_a_local_run(
     assert ray_run["rerank"]["cost"]["executed_now"] > 0  # the reranker's executions ran on the cluster too
     per_node = _per_node(results["ray"][1])
     assert len(per_node) == 2 and all(n > 0 for n in per_node.values()), per_node
+
+
+@pytest.mark.slow
+def test_pool_validate_execute_on_the_cluster(ray_cluster, tmp_path: Path) -> None:
+    from .conftest import core_subset
+
+    pool = core_subset(2, tmp_path / "pool")
+    outs = {}
+    for name, extra in (("local", []), ("ray", ["--ray", ray_cluster.address])):
+        env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), "RAY_USAGE_STATS_ENABLED": "0"}
+        proc = run_cli("pool", "validate", str(pool), "--execute", "--sandbox", "process", *extra, env=env)
+        assert proc.returncode == 0, proc.stderr
+        outs[name] = proc
+    assert outs["ray"].stdout == outs["local"].stdout
+    assert "checked structure and execution" in outs["ray"].stdout
+    per_node = _per_node(outs["ray"].stderr)
+    assert len(per_node) == 2 and all(n > 0 for n in per_node.values()), per_node

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -157,6 +158,8 @@ def main() -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        time.sleep(1)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 if __name__ == "__main__":

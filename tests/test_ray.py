@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -176,6 +177,8 @@ class LocalCluster:
 
     def stop(self) -> None:
         _kill(self.own_pids())
+        time.sleep(1)  # let the killed daemons go before their files do
+        shutil.rmtree(self.temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -149,7 +149,7 @@ def retrieve_all(
         loaded = loaded.model_copy(update={"queries": settings.select(loaded.queries)})
     results: list[RetrievalResult] = []
     with (
-        make_executor(settings.sandbox, settings.sandbox_workers) as executor,
+        make_executor(settings.sandbox, settings.sandbox_workers, settings.ray) as executor,
         ExecCache() as cache,
         EmbeddingCache() as vectors,
     ):

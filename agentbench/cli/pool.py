@@ -32,7 +32,16 @@ console = Console()
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Executor: {', '.join(SANDBOX_KINDS)}.")]
 WorkersOpt = Annotated[
-    int | None, typer.Option("--sandbox-workers", help="Parallel workers (default: cores).")
+    int | None,
+    typer.Option("--sandbox-workers", help="Parallel workers (default: cores; with --ray, per node)."),
+]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Run the jobs on the Ray cluster at this address (HOST:PORT of its head, or auto on a node "
+        "of it); every node runs its own --sandbox executor.",
+    ),
 ]
 
 
@@ -73,11 +82,12 @@ def build(
     ] = False,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
+    ray: RayOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,
 ) -> None:
     """Turn canonical implementations with tests into a pool of execution-verified distractors."""
     tasks = read_sources(src)
-    with make_executor(sandbox, workers) as executor:
+    with make_executor(sandbox, workers, ray) as executor:
         pool, report = build_pool(
             tasks,
             _runner(executor, "executing"),
@@ -114,6 +124,7 @@ def validate(
     ] = False,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
     path = resolve_pool_path(pool)
@@ -123,7 +134,7 @@ def validate(
     for w in structural_warnings(scan) + spec_warnings:
         typer.echo(f"{path}/{w.file}{f':{w.line}' if w.line else ''}: warning: {w.message}", err=True)
     if not problems and execute:
-        with make_executor(sandbox, workers) as executor:
+        with make_executor(sandbox, workers, ray) as executor:
             problems = execution_problems(scan.pool, _runner(executor, "verifying"))
     for p in problems:
         typer.echo(f"{path}/{p}", err=True)  # one line per problem, never wrapped

@@ -46,12 +46,19 @@ def _announce(level: int, message: str) -> None:
         logger.log(level, "sandbox: %s", message)
 
 
-def make_executor(kind: str = "auto", workers: int | None = None) -> Executor:
-    """Build the executor the user asked for; ``workers`` defaults to one per core."""
+def make_executor(kind: str = "auto", workers: int | None = None, ray: str | None = None) -> Executor:
+    """Build the executor the user asked for; ``workers`` defaults to one per core.
+
+    With ``ray`` (a cluster address, ``--ray``) the jobs run on every node of that Ray cluster, each node
+    with its own ``kind`` executor of ``workers`` workers (default: the node's CPUs)."""
     if kind not in SANDBOX_KINDS:
         raise ConfigError(f"unknown sandbox {kind!r}: use one of {', '.join(SANDBOX_KINDS)}")
     if workers is not None and workers < 1:
         raise ConfigError(f"--sandbox-workers must be at least 1, not {workers}")
+    if ray is not None:
+        from .cluster import RayExecutor
+
+        return RayExecutor(ray, kind, workers)
     if kind == "process":
         return ProcessExecutor(workers=workers)
     from .container import DockerExecutor

@@ -31,6 +31,7 @@ _NOT_OUTPUT_AFFECTING = {
     "run_dir",
     "resume",
     "sandbox_workers",
+    "ray",
     "store_dir",
     "chroma_url",
     "ks",

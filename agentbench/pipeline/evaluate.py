@@ -336,7 +336,7 @@ def run_pipeline(
     # --rerank or a tool condition (run_tests sees the visible asserts): every condition on held-out ones
     split = reranking or (HeldOutSplit(config.visible, config.seed) if tooled and config.visible else None)
     suites = {q.query_id: split.split(q).held_out if split else tuple(q.test_suite) for q in pool.queries}
-    with make_executor(config.sandbox, config.sandbox_workers) as executor:
+    with make_executor(config.sandbox, config.sandbox_workers, config.ray) as executor:
         retrieval = evaluate_retrieval(
             pool,
             config.embedder,

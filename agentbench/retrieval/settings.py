@@ -50,7 +50,14 @@ class RetrievalSettings(BaseModel):
         description="Only a random sample of N queries, drawn with --seed (in pool order; after --limit).",
     )
     sandbox: str = Field("auto", description="Executor: auto, docker or process.")
-    sandbox_workers: int | None = Field(None, description="Parallel sandbox workers (default: cores).")
+    sandbox_workers: int | None = Field(
+        None, description="Parallel sandbox workers (default: cores; with --ray, per node)."
+    )
+    ray: str | None = Field(
+        None,
+        description="Run the sandbox jobs on the Ray cluster at this address (HOST:PORT of its head, or "
+        "auto on a node of it); every node runs its own --sandbox executor.",
+    )
     timeout: float = Field(10.0, description="Seconds of CPU time per execution.")
     seed: int = Field(
         0, description="Seed of the bootstrap intervals, the --rerank test split and (in runs) sampling."
@@ -101,6 +108,10 @@ class RetrievalSettings(BaseModel):
             raise ConfigError(f"--sandbox-workers must be at least 1, not {self.sandbox_workers}")
         if not self.timeout >= 0.1:
             raise ConfigError(f"--timeout must be at least 0.1 seconds, got {self.timeout}")
+        if self.ray is not None:
+            from ..execution.cluster import check_address
+
+            check_address(self.ray)
         if self.rerank_k < 1:
             raise ConfigError(f"--rerank-k must be at least 1, got {self.rerank_k}")
         if self.chroma_url is not None:

@@ -366,10 +366,20 @@ def test_resume_with_a_different_matrix_is_refused(matrix) -> None:
     assert (m / "matrix.json").read_text() == manifest
     with pytest.raises(ConfigError, match="holds a single run, not a matrix"):
         agentbench.evaluate_matrix(str(pool), llms=LLMS, run_dir=tmp / "single", resume=True)
+    register_provider("copycat", Copycat())
+    with pytest.raises(ConfigError, match="holds a matrix run: continue it with the same repeated"):
+        agentbench.evaluate(
+            str(pool), llm="copycat/a", embedder="bm25", run_dir=m, resume=True, **_settings(tmp)
+        )
+    assert sorted(p.name for p in m.iterdir()) == sorted(
+        [*NAMES, "leaderboard.html", "leaderboard.json", "matrix.json"]
+    )
 
 
-def test_resume_after_kill_finishes_without_duplicates_or_losses(tmp_path: Path) -> None:
-    pool = core_subset(6, tmp_path / "pool")
+def test_resume_after_kill_finishes_without_duplicates_or_losses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = core_subset(4, tmp_path / "pool")
     driver = tmp_path / "driver.py"
     driver.write_text(
         PROVIDER
@@ -401,17 +411,64 @@ def test_resume_after_kill_finishes_without_duplicates_or_losses(tmp_path: Path)
     first_dir = killed / "copycat-a__bm25"
     assert (first_dir / "summary.json").exists(), "the first combination finished before the kill"
     partial = len(second.read_text().splitlines())
-    assert 3 <= partial < 24 and not (killed / "picky-b__bm25" / "summary.json").exists()
+    assert 3 <= partial < 16 and not (killed / "picky-b__bm25" / "summary.json").exists()
     assert not (killed / "leaderboard.json").exists()
     first_summary = (first_dir / "summary.json").read_text()
     with open(second, "ab") as fh:
         fh.write(b'{"query_id": "q_00')  # a torn final line, as if killed mid-write
     subprocess.run([sys.executable, str(driver), str(killed), "0"], env=env, cwd=ROOT, check=True)
-    subprocess.run([sys.executable, str(driver), str(tmp_path / "clean"), "0"], env=env, cwd=ROOT, check=True)
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    register_provider("copycat", Copycat())
+    register_provider("picky", Picky())
+    agentbench.evaluate_matrix(
+        str(pool),
+        llms=LLMS,
+        embedders=["bm25"],
+        run_dir=tmp_path / "clean",
+        concurrency=1,
+        sandbox="process",
+        store_dir=str(tmp_path / "stores"),
+    )
     assert (first_dir / "summary.json").read_text() == first_summary, "a complete combination is not re-run"
     for name in ("copycat-a__bm25", "picky-b__bm25"):
         resumed, clean = _records(killed / name), _records(tmp_path / "clean" / name)
-        assert len(resumed) == 24, "no duplicates and nothing missing"
+        assert len(resumed) == 16, "no duplicates and nothing missing"
         assert _stable(resumed) == _stable(clean)
     board = json.loads((killed / "leaderboard.json").read_text())
-    assert all(r["complete"] and r["n_records"] == 24 for r in board["rows"])
+    assert all(r["complete"] and r["n_records"] == 16 for r in board["rows"])
+
+
+def test_agent_plugin_objects_form_an_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python API: agent objects (and an LLM) are one axis; each plug-in is recorded by its name."""
+    from agentbench import Task
+
+    def copy_context(task: Task) -> str:
+        return task.context[0] if task.context else f"{task.signature}\n    return None\n"
+
+    def stub(task: Task) -> str:
+        return f"{task.signature}\n    return None\n"
+
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    register_provider("copycat", Copycat())
+    pool = core_subset(3, tmp_path / "pool")
+    result = agentbench.evaluate_matrix(
+        str(pool),
+        llms=["copycat/a"],
+        agents=[copy_context, stub],
+        embedders=["bm25"],
+        conditions=["oracle"],
+        baseline=2,
+        run_dir=tmp_path / "m",
+        **_settings(tmp_path),
+    )
+    kinds = [(c.agent.kind, c.config.agent) for c in result.combinations]
+    assert kinds[0] == ("llm", None) and [k for k, _ in kinds[1:]] == ["agent", "agent"]
+    assert all(name and name.endswith(("copy_context", "stub")) for _, name in kinds[1:])
+    board = result.leaderboard
+    assert board.baseline["index"] == 2
+    assert [board.row(i).conditions["oracle"]["pass_rate"] for i in (1, 2, 3)] == [1.0, 1.0, 0.0]
+    vs = board.row(3).vs_baseline["oracle.pass"]
+    assert (vs["baseline_only"], vs["other_only"], vs["difference"]) == (3, 0, -1.0)
+    assert vs["p_value"] == pytest.approx(_mcnemar(3, 0))  # 0.25: three queries cannot be significant
+    summary = json.loads((tmp_path / "m" / result.combinations[2].name / "summary.json").read_text())
+    assert summary["run"]["agent"] == kinds[2][1]

@@ -33,7 +33,7 @@ from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.results import RetrievalResult
 from .config import RunConfig
 from .evaluate import RunResult, _make_agent, run_pipeline
-from .rundir import CONFIG, SUMMARY
+from .rundir import CONFIG, MATRIX_MANIFEST, SUMMARY
 
 __all__ = [
     "MANIFEST",
@@ -50,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "matrix.json"
+MANIFEST = MATRIX_MANIFEST
 MATRIX_SCHEMA_VERSION = 1
 
 

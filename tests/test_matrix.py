@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 import agentbench
 from agentbench.agent._litellm import register_provider
 from agentbench.analysis.compare import paired_stats
+from agentbench.analysis.leaderboard import Leaderboard
 from agentbench.api import evaluate_config
 from agentbench.errors import ConfigError
 from agentbench.execution.process import ProcessExecutor
@@ -158,6 +159,7 @@ def test_one_run_directory_per_combination_and_leaderboard_files(matrix) -> None
     board = json.loads((m / "leaderboard.json").read_text())
     assert board["baseline"]["name"] == NAMES[0] and board["primary_metric"] == "rag.pass"
     assert sorted(r["rank"] for r in board["rows"]) == [1, 2, 3, 4]
+    assert Leaderboard.model_validate(board).to_json_dict() == board  # docs/schema/leaderboard.schema.json
     html = (m / "leaderboard.html").read_text()
     assert "picky/b" in html and "Content-Security-Policy" in html and "<script" not in html
 

@@ -474,3 +474,35 @@ def test_agent_plugin_objects_form_an_axis(tmp_path: Path, monkeypatch: pytest.M
     assert vs["p_value"] == pytest.approx(_mcnemar(3, 0))  # 0.25: three queries cannot be significant
     summary = json.loads((tmp_path / "m" / result.combinations[2].name / "summary.json").read_text())
     assert summary["run"]["agent"] == kinds[2][1]
+
+
+def test_a_fatal_model_error_stops_the_matrix_with_a_resume_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbench.agent._litellm import litellm_module
+    from agentbench.errors import ModelError
+
+    litellm = litellm_module()
+
+    class Revoked(litellm.CustomLLM):
+        async def acompletion(self, *a, **k):
+            raise litellm.AuthenticationError(message="key revoked", llm_provider="revoked", model="b")
+
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    register_provider("copycat", Copycat())
+    register_provider("revoked", Revoked())
+    pool = core_subset(3, tmp_path / "pool")
+    m = tmp_path / "m"
+    kw = dict(llms=["copycat/a", "revoked/b"], embedders=["bm25"], run_dir=m, **_settings(tmp_path))
+    with pytest.raises(ModelError) as caught:
+        agentbench.evaluate_matrix(str(pool), **kw)
+    message = str(caught.value)
+    assert "\n" not in message and "combination 2 (revoked/b,bm25)" in message and "key revoked" in message
+    assert message.endswith(f"continue with --resume --run-dir {m}")
+    first = (m / "copycat-a__bm25" / "summary.json").read_text()
+    assert not (m / "revoked-b__bm25" / "summary.json").exists() and not (m / "leaderboard.json").exists()
+    register_provider("revoked", Copycat())  # the key is fixed
+    result = agentbench.evaluate_matrix(str(pool), resume=True, **kw)
+    assert result.runs[0] is None and result.runs[1] is not None  # the complete combination is not re-run
+    assert (m / "copycat-a__bm25" / "summary.json").read_text() == first
+    assert [r.n_records for r in result.leaderboard.rows] == [12, 12]

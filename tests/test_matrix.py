@@ -35,6 +35,9 @@ from agentbench.retrieval.embedders import SentenceTransformerEmbedder
 
 from .conftest import ROOT, core_subset, run_cli
 from .test_pipeline import PROVIDER
+from .test_pipeline_local import MODEL as LOCAL_MODEL
+from .test_pipeline_local import _sandbox as local_sandbox
+from .test_pipeline_local import weights  # noqa: F401 - the verified GGUF fixture
 
 PICKY = '''
 import hashlib
@@ -506,3 +509,40 @@ def test_a_fatal_model_error_stops_the_matrix_with_a_resume_hint(
     assert result.runs[0] is None and result.runs[1] is not None  # the complete combination is not re-run
     assert (m / "copycat-a__bm25" / "summary.json").read_text() == first
     assert [r.n_records for r in result.leaderboard.rows] == [12, 12]
+
+
+@pytest.mark.slow
+def test_local_model_with_two_embedders(
+    weights: Path,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real offline model: the second embedder's run asks the model only what the first did not
+    (closed-book and oracle prompts do not depend on the retriever)."""
+    from agentbench.agent.weights import local_model_spec
+
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    spec = local_model_spec(LOCAL_MODEL)
+    for name in (spec.filename, spec.filename + ".verified"):
+        (cache / "models" / name).symlink_to(weights.parent / name)
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(cache))
+    pool = core_subset(2, tmp_path / "pool")
+    result = agentbench.evaluate_matrix(
+        str(pool),
+        llms=[LOCAL_MODEL],
+        embedders=["minilm", "bm25"],
+        conditions=["closed_book", "rag", "oracle"],
+        max_tokens=256,
+        run_dir=tmp_path / "m",
+        **{**_settings(tmp_path), "sandbox": local_sandbox()},
+    )
+    first, second = (r.summary["llm"] for r in result.runs)
+    assert first["calls"] + first["cache_hits"] == 6 and first["errors"] == 0
+    assert second["cache_hits"] >= 4 and second["calls"] <= 2  # only rag prompts can be new
+    rags = [{r.query_id: r.context_ids for r in run.records if r.condition == "rag"} for run in result.runs]
+    assert second["calls"] <= sum(rags[0][q] != rags[1][q] for q in rags[0])
+    board = result.leaderboard
+    assert [r.n_records for r in board.rows] == [6, 6]
+    assert board.row(2).vs_baseline["rag.pass"]["n"] == 2
+    assert all(r.status in ("ok", "no_code") for run in result.runs for r in run.records)

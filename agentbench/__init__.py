@@ -20,6 +20,7 @@ _EXPORTS = {
     "retrieve": "api",
     "retrieve_all": "api",
     "evaluate_config": "api",
+    "evaluate_matrix": "api",
     "RetrievalSettings": "retrieval.settings",
     "RetrievalResult": "retrieval.results",
     "RunSummary": "analysis.summary",
@@ -56,6 +57,7 @@ __all__ = [
     "Task",
     "evaluate",
     "evaluate_config",
+    "evaluate_matrix",
     "load_pool",
     "retrieve",
     "retrieve_all",
@@ -68,7 +70,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .agent import AgentReply, Task
     from .analysis.summary import RunSummary
-    from .api import evaluate, evaluate_config, retrieve, retrieve_all
+    from .api import evaluate, evaluate_config, evaluate_matrix, retrieve, retrieve_all
     from .errors import AgentbenchError, ConfigError, ModelError, PoolError, RetrievalError, SandboxError
     from .pipeline import RunConfig, RunRecord, RunResult
     from .pools import load_pool

@@ -8,6 +8,10 @@
     scores = agentbench.retrieve(pool="core", retriever=my_retriever, limit=50, rerank="exec-visible")
     scores["metrics"]["exec@1"]
 
+    matrix = agentbench.evaluate_matrix(pool="core", llms=["gpt-4o-mini", "local/qwen2.5-coder-0.5b"],
+                                        embedders=["minilm", "bm25"], limit=20, run_dir="runs/m")
+    matrix.leaderboard.rows[0].agent, matrix.leaderboard.row(2).vs_baseline["rag.pass"]["p_value"]
+
 Settings are the fields of :class:`~agentbench.retrieval.settings.RetrievalSettings` (retrieval) and
 :class:`~agentbench.pipeline.RunConfig` (a run, which extends them); both are validated once, here, and
 immutable afterwards.
@@ -27,11 +31,21 @@ from typing import Any
 
 from .errors import ConfigError
 from .pipeline import RunConfig, RunResult
+from .pipeline.matrix import MatrixResult
 from .retrieval import DEFAULT_EMBEDDER
 from .retrieval.results import RetrievalResult
 from .retrieval.settings import RetrievalSettings, settings_from
 
-__all__ = ["evaluate", "evaluate_config", "retrieve", "retrieve_all", "run_config", "retrieval_settings"]
+__all__ = [
+    "evaluate",
+    "evaluate_config",
+    "evaluate_matrix",
+    "evaluate_matrix_config",
+    "retrieve",
+    "retrieve_all",
+    "run_config",
+    "retrieval_settings",
+]
 
 
 def run_config(**fields: Any) -> RunConfig:
@@ -99,15 +113,102 @@ def evaluate_config(
     ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
     :mod:`agentbench.retrieval.plugin`).
     """
-    from .analysis import render_report, summarize
     from .pipeline import run_pipeline
 
     result = run_pipeline(
         config, client=client, agent=agent, retriever=retriever, show_progress=show_progress
     )
+    _finish(result)
+    return result
+
+
+def _finish(result: RunResult) -> None:
+    """The analysis stage of a run: summary.json (written last: it marks the run complete) and report.md."""
+    from .analysis import render_report, summarize
+
     result.summary = summarize(result.records, result.retrieval, result.llm_stats, result.config)
     result.directory.write_summary(result.summary)
     result.directory.write_report(render_report(result.summary))
+
+
+def evaluate_matrix(
+    pool: str = "core",
+    *,
+    llms: Sequence[str] = (),
+    embedders: Sequence[str] = (),
+    agents: Sequence[Any] = (),
+    retrievers: Sequence[Any] = (),
+    baseline: str | int | None = None,
+    run_dir: str | Path | None = None,
+    show_progress: bool = False,
+    **options: Any,
+) -> MatrixResult:
+    """Run every (LLM or agent) x (embedder or retriever) combination (``agentbench run`` with repeated
+    ``--llm``/``--embedder``/``--agent``/``--retriever``), each in its own run directory under ``run_dir``,
+    sharing the sandbox, the caches and one retrieval stage per retriever; then the leaderboard against
+    ``baseline`` (a 1-based index, ``"AGENT,RETRIEVER"``, a run directory name or an axis value naming
+    one combination; the first by default), written to ``leaderboard.json``/``.html``.
+
+    ``agents`` and ``retrievers`` are plug-in objects or ``"module:attr"`` strings; ``options`` are the
+    other :class:`~agentbench.pipeline.RunConfig` settings, shared by every combination (``resume=True``
+    continues an interrupted matrix).
+    """
+    fields: dict[str, Any] = dict(pool=pool, **options)
+    if run_dir is not None:
+        fields["run_dir"] = os.fspath(run_dir)
+    if isinstance(fields.get("conditions"), str):
+        fields["conditions"] = [fields["conditions"]]
+    for name in ("llm", "embedder", "agent", "retriever"):
+        if name in fields:
+            raise ConfigError(f"evaluate_matrix takes {name}s=[...], not {name}=")
+    return evaluate_matrix_config(
+        run_config(**fields),
+        llms=llms,
+        embedders=embedders,
+        agents=agents,
+        retrievers=retrievers,
+        baseline=baseline,
+        show_progress=show_progress,
+    )
+
+
+def evaluate_matrix_config(
+    config: RunConfig,
+    *,
+    llms: Sequence[str] = (),
+    embedders: Sequence[str] = (),
+    agents: Sequence[Any] = (),
+    retrievers: Sequence[Any] = (),
+    baseline: str | int | None = None,
+    show_progress: bool = True,
+    n_resamples: int | None = None,
+) -> MatrixResult:
+    """:func:`evaluate_matrix` for a validated base ``config`` (its llm, embedder, agent and retriever are
+    replaced by each combination's; ``config.run_dir`` is the matrix directory)."""
+    from .analysis.compare import N_RESAMPLES
+    from .analysis.leaderboard import build_leaderboard, write_leaderboard
+    from .pipeline.matrix import MatrixDirectory, axis, check_combinations, plan_matrix, resolve_baseline
+    from .pipeline.matrix import run_matrix as _run_matrix
+
+    if config.resume and not config.run_dir:
+        raise ConfigError("--resume needs --run-dir DIR naming the matrix to continue")
+    path = Path(config.run_dir) if config.run_dir else MatrixDirectory.default_path()
+    combos = plan_matrix(
+        config,
+        axis(llms, agents, kind="agent", concurrency=config.concurrency),
+        axis(embedders, retrievers, kind="retriever"),
+        path,
+    )
+    base = resolve_baseline(combos, baseline)
+    directory = MatrixDirectory.prepare(path, combos, resume=config.resume)
+    check_combinations(combos)  # keys, models, plug-ins: before anything is written
+    result = _run_matrix(
+        directory, resume=config.resume, finish=_finish, baseline=base, show_progress=show_progress
+    )
+    result.leaderboard = build_leaderboard(
+        path, base.index, seed=config.seed, n_resamples=n_resamples or N_RESAMPLES
+    )
+    write_leaderboard(result.leaderboard, path)
     return result
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from .analysis.leaderboard import LEADERBOARD_VERSION, Leaderboard
 from .analysis.summary import SUMMARY_VERSION, RunSummary
 from .files import atomic_write_text
 from .pipeline.config import RUN_SCHEMA_VERSION, RunConfig
@@ -24,9 +25,10 @@ SCHEMAS: dict[str, tuple[type[BaseModel], int]] = {
     "summary": (RunSummary, SUMMARY_VERSION),
     "retrieval": (RetrievalResult, RESULTS_VERSION),
     "config": (RunConfig, RUN_SCHEMA_VERSION),
+    "leaderboard": (Leaderboard, LEADERBOARD_VERSION),
 }
 """file stem -> (model, schema_version): ``summary.json``, ``retrieval.json`` (and ``agentbench retrieve``
-results files), ``config.json``"""
+results files), ``config.json``, a matrix run's ``leaderboard.json``"""
 
 
 def schema_text(name: str) -> str:

@@ -42,6 +42,7 @@ __all__ = [
     "Comparison",
     "load_run",
     "load_sources",
+    "run_source",
     "paired_stats",
     "compare_sources",
     "scoring",
@@ -164,7 +165,8 @@ def _retrieval_source(path: Path, data: dict | None = None) -> Source:
     return Source(name, path, _exec_outcomes(data), _query_texts(data), scoring(data))
 
 
-def _run_source(run: RunData) -> Source:
+def run_source(run: RunData) -> Source:
+    """Per-query outcomes of a loaded run (exec@k, each condition's pass and repair, retrieval effects)."""
     outcomes = _exec_outcomes(run.retrieval)
     for condition in run.config.conditions:
         outcomes[f"{condition}.pass"] = {
@@ -194,7 +196,7 @@ def load_sources(paths: list[str | Path]) -> list[Source]:
     sources: list[Source] = []
     for p in map(Path, paths):
         if p.is_dir() and (p / "config.json").exists():
-            sources.append(_run_source(load_run(p)))
+            sources.append(run_source(load_run(p)))
         elif p.is_dir():
             files = sorted(p.glob("*.json"))
             found = [(f, d) for f in files if _is_retrieval_results(d := read_json_object(f))]

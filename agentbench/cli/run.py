@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..agent import DEFAULT_MODEL
+from ..errors import ConfigError
 from ..pipeline.conditions import DEFAULT_CONDITIONS, available
 from ..pipeline.config import RunConfig
 from ..retrieval import DEFAULT_EMBEDDER
@@ -47,23 +48,34 @@ def _run_option(name: str):  # noqa: ANN202 - a typer OptionInfo
 
 def run(
     llm: Annotated[
-        str, typer.Option(help="Any LiteLLM model string, or local/qwen2.5-coder-1.5b|0.5b.")
-    ] = DEFAULT_MODEL,
+        list[str] | None,
+        typer.Option(
+            help="Any LiteLLM model string, or local/qwen2.5-coder-1.5b|0.5b. "
+            "Repeat for a matrix run (every LLM with every embedder).",
+            show_default=DEFAULT_MODEL,
+        ),
+    ] = None,
     embedder: Annotated[
-        str, typer.Option(help="minilm, bm25, st:<model>, litellm:<model>.")
-    ] = DEFAULT_EMBEDDER,
+        list[str] | None,
+        typer.Option(
+            help="minilm, bm25, st:<model>, litellm:<model>. Repeat for a matrix run.",
+            show_default=DEFAULT_EMBEDDER,
+        ),
+    ] = None,
     retriever: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="Your retriever as module:attr (a LangChain BaseRetriever, a callable (query, k) or a "
-            "factory taking the corpus); replaces --embedder."
+            "factory taking the corpus); replaces --embedder. Repeatable; with --embedder too, each is one "
+            "more retriever of the matrix."
         ),
     ] = None,
     agent: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="Your agent as module:attr (a LangChain Runnable or a callable taking the task, sync or "
-            "async); replaces --llm and --prompt."
+            "async); replaces --llm and --prompt. Repeatable; with --llm too, each is one more agent of "
+            "the matrix."
         ),
     ] = None,
     pool: Annotated[str, typer.Option(help="`core`, `execretrieval` or a pool directory.")] = "core",
@@ -80,11 +92,26 @@ def run(
     sample: SampleOpt = DEFAULTS["sample"],
     concurrency: Annotated[int, typer.Option(help="Concurrent LLM requests.")] = 4,
     run_dir: Annotated[
-        str | None, typer.Option(help="Run directory (default runs/<timestamp>-<llm>-<embedder>).")
+        str | None,
+        typer.Option(
+            help="Run directory (default runs/<timestamp>-<llm>-<embedder>); for a matrix, the directory "
+            "holding one run directory per combination (default runs/<timestamp>-matrix)."
+        ),
     ] = None,
     resume: Annotated[
-        bool, typer.Option(help="Continue the run in --run-dir without redoing finished records.")
+        bool,
+        typer.Option(
+            help="Continue the run (or matrix) in --run-dir without redoing finished records or combinations."
+        ),
     ] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="Matrix runs: the combination the others are compared with, as its number (1 = first), "
+            "LLM,EMBEDDER or an --llm/--embedder value naming one combination.",
+            show_default="1",
+        ),
+    ] = None,
     seed: SeedOpt = DEFAULTS["seed"],
     prompt: Annotated[
         str | None, typer.Option(help="A prompt template file or directory of <condition>.md files.")
@@ -122,10 +149,6 @@ def run(
 
     settings = dict(
         pool=pool,
-        llm=llm,
-        embedder=embedder,
-        retriever=retriever,
-        agent=agent,
         conditions=[c.strip() for c in conditions.split(",") if c.strip()],
         k=k,
         limit=limit,
@@ -151,6 +174,22 @@ def run(
         max_agent_tokens=max_agent_tokens,
         max_agent_seconds=max_agent_seconds,
     )
+    llms, embedders, agents, retrievers = llm or [], embedder or [], agent or [], retriever or []
+    if len(llms) + len(agents) > 1 or len(embedders) + len(retrievers) > 1:
+        if fail_under or fail_over or junit:
+            raise ConfigError("--fail-under, --fail-over and --junit gate a single run, not a matrix")
+        _run_matrix(
+            run_config(**settings), llms, embedders, agents, retrievers, baseline, as_json or output_format
+        )
+        return
+    if baseline is not None:
+        raise ConfigError("--baseline compares the combinations of a matrix: repeat --llm or --embedder")
+    settings.update(
+        llm=llms[0] if llms else DEFAULT_MODEL,
+        embedder=embedders[0] if embedders else DEFAULT_EMBEDDER,
+        agent=agents[0] if agents else None,
+        retriever=retrievers[0] if retrievers else None,
+    )
     config = run_config(**settings)
     # --- CI gate (issue 6): bad thresholds fail before any work (exit 2) ---
     thresholds = parse_gate(fail_under, fail_over)
@@ -166,6 +205,36 @@ def run(
         typer.echo(f"run directory: {result.run_dir}")
     # --- CI gate (issue 6): exit 1 when a threshold is violated ---
     enforce(result.summary, thresholds, records=result.records, junit=junit)
+
+
+def _run_matrix(
+    config: RunConfig,
+    llms: list[str],
+    embedders: list[str],
+    agents: list[str],
+    retrievers: list[str],
+    baseline: str | None,
+    as_json: bool | OutputFormat,
+) -> None:
+    """A matrix run (repeated --llm/--embedder/--agent/--retriever): agentbench.api.evaluate_matrix_config."""
+    from ..analysis.leaderboard import HTML_FILE, JSON_FILE, print_leaderboard
+    from ..api import evaluate_matrix_config
+
+    as_json = as_json is True or as_json is OutputFormat.json
+    result = evaluate_matrix_config(
+        config,
+        llms=llms,
+        embedders=embedders,
+        agents=agents,
+        retrievers=retrievers,
+        baseline=baseline,
+        show_progress=not as_json,
+    )
+    if as_json:
+        typer.echo(json.dumps(result.leaderboard.to_json_dict(), indent=2))
+        return
+    print_leaderboard(result.leaderboard)
+    typer.echo(f"matrix directory: {result.path} (leaderboard: {JSON_FILE}, {HTML_FILE})")
 
 
 def _print_rerank(rr: dict | None) -> None:

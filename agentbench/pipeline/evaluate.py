@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,6 +300,9 @@ def run_pipeline(
     agent: object | None = None,
     retriever: object | None = None,
     show_progress: bool = True,
+    executor: Executor | None = None,
+    exec_cache: ExecCache | None = None,
+    retrieval: RetrievalResult | None = None,
 ) -> RunResult:
     """Run (or resume) an end-to-end evaluation: retrieval, reranking, generation and execution under
     each condition, with records appended to the run directory as they finish.
@@ -306,6 +310,10 @@ def run_pipeline(
     ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
     :mod:`agentbench.retrieval.plugin`); without them ``config.agent``/``config.retriever`` name plug-ins
     as ``module:attr``, and without those the built-in LiteLLM agent and embedder are used.
+
+    Several runs can share work (a matrix, :mod:`.matrix`): ``executor`` is a sandbox executor that stays
+    open afterwards, ``exec_cache`` an open execution cache, and ``retrieval`` the retrieval stage's result
+    for this pool, retriever and retrieval settings from another run, used instead of retrieving again.
     """
     the_agent, client = _make_agent(config, client, agent)
     retriever_name = None
@@ -323,32 +331,40 @@ def run_pipeline(
     full = load_pool(config.pool)
     queries = config.select(full.queries)
     pool = full.model_copy(update={"queries": queries})
-    if retriever_name:  # a factory builds its index now: its failure must not leave a run directory behind
+    tooled = uses_tools(config.conditions)
+    if retriever_name and (retrieval is None or tooled):
+        # a factory builds its index now: its failure must not leave a run directory behind (with a
+        # retrieval given, only the search tool still needs the index)
         from ..retrieval.plugin import plugin_searcher
 
         retriever = plugin_searcher(retriever, pool, retriever_name)
     directory = RunDirectory.create(config)
     config = directory.config
     done = {r.key: r for r in directory.load_records()}
-    exec_cache = ExecCache()
+    exec_cache = exec_cache if exec_cache is not None else ExecCache()
     reranking = reranking_for(config)
-    tooled = uses_tools(config.conditions)
     # --rerank or a tool condition (run_tests sees the visible asserts): every condition on held-out ones
     split = reranking or (HeldOutSplit(config.visible, config.seed) if tooled and config.visible else None)
     suites = {q.query_id: split.split(q).held_out if split else tuple(q.test_suite) for q in pool.queries}
-    with make_executor(config.sandbox, config.sandbox_workers, config.ray) as executor:
-        retrieval = evaluate_retrieval(
-            pool,
-            config.embedder,
-            executor,
-            config.retrieval_settings(),
-            retriever=retriever,
-            retriever_name=retriever_name,
-            exec_cache=exec_cache,
-            progress=show_progress,
-            rerank=reranking,
-            split=None if reranking else split,
-        )
+    sandbox = (
+        nullcontext(executor)
+        if executor is not None
+        else make_executor(config.sandbox, config.sandbox_workers, config.ray)
+    )
+    with sandbox as executor:
+        if retrieval is None:
+            retrieval = evaluate_retrieval(
+                pool,
+                config.embedder,
+                executor,
+                config.retrieval_settings(),
+                retriever=retriever,
+                retriever_name=retriever_name,
+                exec_cache=exec_cache,
+                progress=show_progress,
+                rerank=reranking,
+                split=None if reranking else split,
+            )
         directory.write_retrieval(retrieval)
         tools = RunTools(pool, config, executor, exec_cache, split, retriever) if tooled and split else None
         items = _plan(pool, retrieval, config)

@@ -31,6 +31,8 @@ CONFIG, RETRIEVAL, RECORDS, SUMMARY, REPORT = (
     "summary.json",
     "report.md",
 )
+MATRIX_MANIFEST = "matrix.json"
+"""the manifest of a matrix directory (:mod:`.matrix`), which holds run directories but is not one"""
 
 
 class RunDirectory:
@@ -57,6 +59,11 @@ class RunDirectory:
                 raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
             path = cls.default_path(config)
         config_file = path / CONFIG
+        if (path / MATRIX_MANIFEST).exists():
+            raise ConfigError(
+                f"{path} holds a matrix run: continue it with the same repeated --llm/--embedder flags and "
+                "--resume, or choose another --run-dir"
+            )
         if config_file.exists():
             if not config.resume:
                 raise ConfigError(

@@ -25,7 +25,7 @@ import pytest
 
 from agentbench.execution import Job, ProcessExecutor, select
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, core_subset, run_cli
 
 ray = pytest.importorskip("ray", reason="the ray extra is part of `all`: pip install -e '.[all,test]'")
 
@@ -360,3 +360,34 @@ def test_pool_validate_execute_on_the_cluster(ray_cluster, tmp_path: Path) -> No
     assert "checked structure and execution" in outs["ray"].stdout
     per_node = _per_node(outs["ray"].stderr)
     assert len(per_node) == 2 and all(n > 0 for n in per_node.values()), per_node
+
+
+@pytest.mark.slow
+def test_a_run_on_the_cluster_matches_a_local_run(ray_cluster, tmp_path: Path) -> None:
+    """`agentbench run --ray`: the conditions' code and the retrieval scoring execute on both nodes, and
+    every record's verdict equals a local run's."""
+    pool = core_subset(4, tmp_path / "pool")
+    verdicts = {}
+    for name, extra in (("local", []), ("ray", ["--ray", ray_cluster.address])):
+        env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), "RAY_USAGE_STATS_ENABLED": "0"}
+        proc = run_cli(
+            "run", "--agent", "examples.simple_agent:agent", "--pool", str(pool), "--embedder", "bm25",
+            "--conditions", "closed_book,oracle,distractor,rag", "--sandbox", "process",
+            "--store-dir", str(tmp_path / f"stores-{name}"), "--run-dir", str(tmp_path / f"run-{name}"), *extra,
+            env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = [
+            json.loads(line) for line in (tmp_path / f"run-{name}" / "records.jsonl").read_text().splitlines()
+        ]
+        verdicts[name] = sorted(
+            (r["query_id"], r["condition"], r["passed"], tuple(r["results"])) for r in records
+        )
+        if name == "ray":
+            per_node = _per_node(proc.stderr)
+            assert len(per_node) == 2 and all(n > 0 for n in per_node.values()), per_node
+    assert len(verdicts["local"]) == 16
+    assert verdicts["ray"] == verdicts["local"]
+    assert any(passed for _, _, passed, _ in verdicts["local"]) and not all(
+        p for _, _, p, _ in verdicts["local"]
+    )

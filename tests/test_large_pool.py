@@ -12,6 +12,7 @@ is tested on the core pool in test_retrieval.py and on a replicated pool against
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -24,8 +25,11 @@ from agentbench.retrieval.embedders import DenseEmbedder
 from agentbench.retrieval.search import open_searcher, tie_key
 from agentbench.retrieval.tokens import tokenize_code
 
+from . import test_retrieval
 from .conftest import core_subset, run_cli
-from .test_retrieval import _free_port, _one_line_error, chroma_server, cli  # noqa: F401 - fixture
+from .test_retrieval import _free_port, _one_line_error, cli
+
+chroma_server = test_retrieval.chroma_server  # a `chroma run` server for this module
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -176,3 +180,108 @@ def test_dense_store_ranking_is_exact_on_a_10k_replicated_pool(pool10k, tmp_path
         tied_rank1 += bool(np.isclose(raw_row[raw_expected[0]], raw_row[raw_expected[1]], rtol=0, atol=1e-9))
     assert len(queries) >= 500
     assert tied_rank1 > 0  # near-duplicates tie at rank 1: the test exercises tie order too
+
+
+# ---------------------------------------------------------------- --chroma-url against a real server
+
+
+@pytest.fixture(scope="module")
+def small_replicated(tmp_path_factory) -> Path:
+    """Three renamed replicas of 15 core tasks (200 snippets): near-duplicates, quick to embed."""
+    root = tmp_path_factory.mktemp("small-replicated")
+    src = load_pool(core_subset(15, root / "src"))
+    path = root / "pool"
+    write_pool(replicate_pool(src, 200, name="pool"), path)
+    return path
+
+
+def _retrieve(pool: Path, out: Path, env: dict, *extra: str) -> dict[str, dict]:
+    args = ["retrieve", "--pool", str(pool), "--embedder", "minilm", "--embedder", "bm25"]
+    proc = cli(*args, "--sandbox", "process", "--out", str(out), "--json", *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in ("minilm", "bm25")}
+
+
+def _comparable(result: dict) -> dict:
+    """Everything but timings and where the store lives."""
+    info = {k: v for k, v in result["run_info"].items() if k not in ("timing", "store")}
+    return {k: v for k, v in result.items() if k != "run_info"} | {"run_info": info}
+
+
+def test_retrieve_against_a_chroma_server_equals_the_embedded_store(
+    small_replicated, chroma_server, tmp_path: Path
+) -> None:
+    env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    embedded = _retrieve(small_replicated, tmp_path / "embedded", env, "--store-dir", str(tmp_path / "st"))
+    served = _retrieve(small_replicated, tmp_path / "served", env, "--chroma-url", chroma_server)
+    again = _retrieve(small_replicated, tmp_path / "again", env, "--chroma-url", chroma_server)
+    assert embedded["minilm"]["run_info"]["store"] == "built" == served["minilm"]["run_info"]["store"]
+    assert again["minilm"]["run_info"]["store"] == "reused"
+    assert embedded["minilm"]["n_corpus"] == 200
+    for name in ("minilm", "bm25"):  # ids, order, similarities (exactly), verdicts, metrics, intervals
+        assert _comparable(served[name]) == _comparable(embedded[name])
+        assert _comparable(again[name]) == _comparable(embedded[name])
+    tops = [q["top_results"][0]["corpus_id"] for q in served["minilm"]["per_query"]]
+    assert len(set(tops)) > 1 and served["minilm"]["metrics"]["exec@10"] > 0
+
+
+def test_run_against_a_chroma_server_equals_the_embedded_store(
+    small_replicated, chroma_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbench.api import evaluate_config
+    from agentbench.pipeline import RunConfig
+
+    from .test_pipeline import _client, _stable
+
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    common = dict(
+        pool=str(small_replicated),
+        llm="copycat/m",
+        embedder="minilm",
+        limit=8,
+        sandbox="process",
+        concurrency=2,
+        conditions=["rag"],
+    )
+    records = {}
+    for where, extra in (
+        ("embedded", {"store_dir": str(tmp_path / "st")}),
+        ("served", {"chroma_url": chroma_server}),
+    ):
+        client, _ = _client()
+        config = RunConfig(**common, run_dir=str(tmp_path / where), **extra)
+        records[where] = _stable(evaluate_config(config, client=client, show_progress=False).records)
+    assert len(records["served"]) == 8
+    assert records["served"] == records["embedded"]
+
+
+def test_chroma_url_errors_are_one_line_exit_2(small_replicated, tmp_path: Path) -> None:
+    # the default sandbox (Docker when it runs): the error comes before the sandbox starts or announces itself
+    args = ["retrieve", "--pool", str(small_replicated), "--embedder", "minilm", "--out", str(tmp_path / "o")]
+    env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    down = _one_line_error(cli(*args, "--chroma-url", f"http://127.0.0.1:{_free_port()}", env=env))
+    assert "cannot reach the Chroma server" in down and "chroma run" in down
+    bad = _one_line_error(cli(*args, "--chroma-url", "ftp://127.0.0.1:8000", env=env))
+    assert "--chroma-url" in bad and "http(s)://host:port" in bad
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_with_a_chroma_server_down_fails_before_the_run_directory(
+    small_replicated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbench.api import evaluate_config
+    from agentbench.errors import RetrievalError
+    from agentbench.pipeline import RunConfig
+
+    from .test_pipeline import _client
+
+    monkeypatch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    client, handler = _client()
+    url = f"http://127.0.0.1:{_free_port()}"
+    config = RunConfig(
+        pool=str(small_replicated), llm="copycat/m", embedder="minilm", limit=2, sandbox="process",
+        run_dir=str(tmp_path / "run"), chroma_url=url,
+    )  # fmt: skip
+    with pytest.raises(RetrievalError, match="cannot reach the Chroma server"):
+        evaluate_config(config, client=client, show_progress=False)
+    assert not (tmp_path / "run").exists() and handler.calls == 0

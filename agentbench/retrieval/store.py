@@ -32,13 +32,14 @@ from ..errors import AgentbenchError, ConfigError, RetrievalError
 from ..pools.models import Pool
 from ..progress import progress_bar
 from ._env import prepare_environment
-from .embedders import DenseEmbedder
+from .embedders import DenseEmbedder, Embedder, parse_embedder
 from .hits import Searcher, normalized_rows
 
 __all__ = [
     "ChromaSearcher",
     "open_chroma",
     "connect",
+    "check_server",
     "parse_chroma_url",
     "corpus_sha256",
     "collection_name",
@@ -102,6 +103,16 @@ def connect(store_dir: str | Path = "stores", chroma_url: str | None = None) -> 
             "`chroma run --path DIR --port PORT` or drop --chroma-url to use the embedded store"
         ) from exc
     return client
+
+
+def check_server(chroma_url: str | None, embedder: str | Embedder | None) -> None:
+    """Fail fast, before any sandbox or run-directory work, when a dense embedder's ``--chroma-url``
+    server cannot be reached (a RetrievalError naming the URL and how to start a server)."""
+    if chroma_url is None or embedder is None:
+        return
+    parsed = parse_embedder(embedder) if isinstance(embedder, str) else embedder
+    if isinstance(parsed, DenseEmbedder):
+        connect(chroma_url=chroma_url)
 
 
 class ChromaSearcher(Searcher):

@@ -30,7 +30,7 @@ from .metrics import (
 from .ranking import Ranking
 from .rerank import HeldOutSplit, Reranking, rerank_stage
 from .results import RESULTS_VERSION, RetrievalResult
-from .search import QUERY_BLOCK, Hit, Searcher, open_searcher
+from .search import Hit, Searcher, open_searcher
 from .settings import RetrievalSettings
 
 __all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
@@ -39,16 +39,10 @@ TOP_RESULTS = 10  # per query in the results file, as in the paper
 
 
 def _own_scores(searcher: Searcher, queries: list[Query]) -> list[dict[str, float]]:
-    """Per query, the scores of its canonicals and paired distractors (all the diagnostics need), from
-    blocks of queries so that a 100k-snippet pool never needs the full queries x corpus matrix."""
-    out: list[dict[str, float]] = []
-    for start in range(0, len(queries), QUERY_BLOCK):
-        block = queries[start : start + QUERY_BLOCK]
-        rows = searcher.score_all([q.query for q in block])
-        for q, row in zip(block, rows, strict=True):
-            ids = [c for c in q.correct_corpus_ids + q.paired_distractor_corpus_ids if c in searcher.position]
-            out.append({c: float(row[searcher.position[c]]) for c in ids})
-    return out
+    """Per query, the scores of its canonicals and paired distractors: all the diagnostics need (a
+    100k-snippet pool never needs the full queries x corpus matrix)."""
+    ids = [q.correct_corpus_ids + q.paired_distractor_corpus_ids for q in queries]
+    return searcher.scores_of([q.query for q in queries], ids)
 
 
 def _canonical_below_paired(query: Query, scores: dict[str, float]) -> bool | None:

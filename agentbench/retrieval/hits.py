@@ -118,6 +118,16 @@ class Searcher(ABC):
             out.extend(self._hits(row, rank_exact(row, self.tie_ranks, k)) for row in block)
         return out
 
+    def scores_of(self, queries: Sequence[str], ids: Sequence[Sequence[str]]) -> list[dict[str, float]]:
+        """Per query, the exact scores of the listed documents (unknown ids are left out); by blocks of
+        ``score_all`` unless a backend can score a few documents more cheaply."""
+        out: list[dict[str, float]] = []
+        for start in range(0, len(queries), QUERY_BLOCK):
+            rows = self.score_all(queries[start : start + QUERY_BLOCK])
+            for row, wanted in zip(rows, ids[start : start + QUERY_BLOCK], strict=True):
+                out.append({c: float(row[self.position[c]]) for c in wanted if c in self.position})
+        return out
+
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_many([query], k)[0]
 

@@ -171,6 +171,23 @@ class ChromaSearcher(Searcher):
             return np.zeros((len(queries), self.n_docs))
         return normalized_rows(self.embedder.embed_queries(queries)) @ self._unit_docs().T
 
+    def scores_of(self, queries: Sequence[str], ids: Sequence[Sequence[str]]) -> list[dict[str, float]]:
+        """Only the listed rows of the matrix: the diagnostics need a handful of scores per query, not a
+        second pass over the whole corpus."""
+        if not queries:
+            return []
+        vectors = normalized_rows(self.embedder.embed_queries(queries))
+        docs = self._unit_docs() if self.n_docs else None
+        out: list[dict[str, float]] = []
+        for vector, wanted in zip(vectors, ids, strict=True):
+            known = [c for c in wanted if c in self.position]
+            if docs is None or not known:
+                out.append({})
+                continue
+            scores = docs[[self.position[c] for c in known]] @ vector
+            out.append({c: float(x) for c, x in zip(known, scores, strict=True)})
+        return out
+
     def langchain_vectorstore(self) -> Any:
         """The collection as a ``langchain_chroma.Chroma`` (its own similarity search is approximate)."""
         from langchain_chroma import Chroma

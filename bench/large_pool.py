@@ -16,7 +16,9 @@ is measured; they are printed apart). Per run it prints:
 
 then growth ratios from the smallest to each larger size, e.g. ``bm25_index_time_100k_vs_10k=<r>``. A dense
 embedder above ``--max-dense`` snippets is skipped (MiniLM embeds ~10-15 snippets/s on two shared cores,
-so 100k takes hours): its measured encode rate gives an estimate, printed as such.
+so 100k takes hours): its measured encode rate gives an estimate, printed as such. ``--embedder hashed``
+(a model-free token-hashing dense embedder defined here) measures the dense store's own scaling, Chroma
+build and exact ranking, at sizes MiniLM cannot reach in the time.
 """
 
 from __future__ import annotations
@@ -38,6 +40,32 @@ def label(n: int) -> str:
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+def hashed_tokens():
+    """A model-free dense embedder (signed counts of code tokens hashed into 384 dimensions): measures how
+    the Chroma store and the exact ranking scale when MiniLM is too slow to embed 100k snippets here. It
+    is not a retrieval model; its exec@k numbers mean nothing."""
+    import zlib
+
+    import numpy as np
+
+    from agentbench.retrieval.embedders import DenseEmbedder
+    from agentbench.retrieval.tokens import tokenize_code
+
+    class HashedTokens(DenseEmbedder):
+        def config_key(self) -> str:
+            return "bench:hashed-tokens-384-v1"
+
+        def _encode(self, texts: list[str], kind: str) -> np.ndarray:
+            out = np.zeros((len(texts), 384), dtype=np.float32)
+            for i, text in enumerate(texts):
+                for tok in tokenize_code(text):
+                    h = zlib.crc32(tok.encode())
+                    out[i, h % 384] += 1.0 if h & 0x80000000 else -1.0
+            return out
+
+    return HashedTokens("hashed")
+
+
 def phase(args: argparse.Namespace) -> None:
     """One cold retrieval-only scoring in this process; prints a JSON line."""
     began = time.perf_counter()
@@ -52,7 +80,7 @@ def phase(args: argparse.Namespace) -> None:
     from agentbench.retrieval.settings import RetrievalSettings
 
     prepare_environment()
-    embedder = parse_embedder(args.embedder)
+    embedder = hashed_tokens() if args.embedder == "hashed" else parse_embedder(args.embedder)
     if not embedder.sparse:
         import sentence_transformers  # noqa: F401
     imports = time.perf_counter() - began
@@ -131,7 +159,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="10000,30000,100000", help="comma-separated snippet counts")
-    parser.add_argument("--embedder", action="append", help="repeatable (default: bm25 and minilm)")
+    parser.add_argument(
+        "--embedder",
+        action="append",
+        help="repeatable (default: bm25 and minilm); `hashed` is a model-free dense stand-in for store scaling",
+    )
     parser.add_argument("--queries", type=int, default=1000, help="queries scored per run (seeded sample)")
     parser.add_argument("--max-dense", type=int, default=None, help="skip dense embedders above this size")
     parser.add_argument("--sandbox", default="auto")
@@ -162,7 +194,7 @@ def main() -> int:
             made = make_pool(n, pool) if not (pool / "corpus.jsonl").exists() else 0.0
             print(f"pool {label(n)}: made in {made:.1f} s -> {pool}", flush=True)
             for emb in embedders:
-                if emb != "bm25" and args.max_dense is not None and n > args.max_dense:
+                if emb not in ("bm25", "hashed") and args.max_dense is not None and n > args.max_dense:
                     print(f"{emb} {label(n)}: skipped (--max-dense {args.max_dense})", flush=True)
                     continue
                 run_dir = work / f"run-{label(n)}-{emb.replace(':', '_').replace('/', '_')}"
@@ -193,7 +225,7 @@ def main() -> int:
             print(f"{tag.format('query_time')}={r['query_ms'] / base['query_ms']:.3f}")
             print(f"{tag.format('peak_rss')}={r['peak_rss_mb'] / base['peak_rss_mb']:.3f}")
         encoded = base["encode_s"] - base["model_load_s"]
-        if emb != "bm25" and encoded > 0 and max(sizes) not in mine:
+        if emb not in ("bm25", "hashed") and encoded > 0 and max(sizes) not in mine:
             rate = base["n_corpus"] / encoded
             print(f"{emb}_encode_rate_per_s={rate:.1f}")
             print(

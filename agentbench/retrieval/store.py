@@ -161,6 +161,11 @@ class ChromaSearcher(Searcher):
             self._matrix = matrix
         return self._matrix
 
+    def load(self) -> ChromaSearcher:
+        """Read the vectors now (part of opening the index), so that query time is only query work."""
+        self._unit_docs()
+        return self
+
     def _unit_docs(self) -> np.ndarray:
         if self._unit is None:
             self._unit = normalized_rows(self.stored_embeddings())
@@ -241,7 +246,7 @@ def open_chroma(
     try:
         coll = _existing(client, name)
         if coll is not None and coll.count() == n:
-            return ChromaSearcher(client, coll, embedder, pool, reused=True)
+            return ChromaSearcher(client, coll, embedder, pool, reused=True).load()
         if coll is not None:
             client.delete_collection(name)
         ids = [s.corpus_id for s in pool.corpus]
@@ -275,4 +280,4 @@ def open_chroma(
         raise
     except Exception as exc:
         raise _chroma_error(f"building collection {name} for {pool.name}", exc) from exc
-    return ChromaSearcher(client, coll, embedder, pool, reused=False)
+    return ChromaSearcher(client, coll, embedder, pool, reused=False).load()

@@ -187,11 +187,11 @@ def test_dense_store_ranking_is_exact_on_a_10k_replicated_pool(pool10k, tmp_path
 
 @pytest.fixture(scope="module")
 def small_replicated(tmp_path_factory) -> Path:
-    """Three renamed replicas of 15 core tasks (200 snippets): near-duplicates, quick to embed."""
+    """Renamed replicas of 8 core tasks (100 snippets, 20 queries): near-duplicates, quick to embed."""
     root = tmp_path_factory.mktemp("small-replicated")
-    src = load_pool(core_subset(15, root / "src"))
+    src = load_pool(core_subset(8, root / "src"))
     path = root / "pool"
-    write_pool(replicate_pool(src, 200, name="pool"), path)
+    write_pool(replicate_pool(src, 100, name="pool"), path)
     return path
 
 
@@ -217,7 +217,7 @@ def test_retrieve_against_a_chroma_server_equals_the_embedded_store(
     again = _retrieve(small_replicated, tmp_path / "again", env, "--chroma-url", chroma_server)
     assert embedded["minilm"]["run_info"]["store"] == "built" == served["minilm"]["run_info"]["store"]
     assert again["minilm"]["run_info"]["store"] == "reused"
-    assert embedded["minilm"]["n_corpus"] == 200
+    assert embedded["minilm"]["n_corpus"] == 100
     for name in ("minilm", "bm25"):  # ids, order, similarities (exactly), verdicts, metrics, intervals
         assert _comparable(served[name]) == _comparable(embedded[name])
         assert _comparable(again[name]) == _comparable(embedded[name])
@@ -238,7 +238,7 @@ def test_run_against_a_chroma_server_equals_the_embedded_store(
         pool=str(small_replicated),
         llm="copycat/m",
         embedder="minilm",
-        limit=8,
+        limit=4,
         sandbox="process",
         concurrency=2,
         conditions=["rag"],
@@ -251,7 +251,7 @@ def test_run_against_a_chroma_server_equals_the_embedded_store(
         client, _ = _client()
         config = RunConfig(**common, run_dir=str(tmp_path / where), **extra)
         records[where] = _stable(evaluate_config(config, client=client, show_progress=False).records)
-    assert len(records["served"]) == 8
+    assert len(records["served"]) == 4
     assert records["served"] == records["embedded"]
 
 

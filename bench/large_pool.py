@@ -15,8 +15,8 @@ is measured; they are printed apart). Per run it prints:
 - peak RSS of the scoring process (``ru_maxrss``; the sandbox containers are not in it);
 
 then growth ratios from the smallest to each larger size, e.g. ``bm25_index_time_100k_vs_10k=<r>``. A dense
-embedder above ``--max-dense`` snippets is skipped (MiniLM embeds ~10-15 snippets/s on two shared cores,
-so 100k takes hours): its measured encode rate gives an estimate, printed as such. ``--embedder hashed``
+embedder above ``--max-dense`` snippets is skipped (MiniLM embedded 5.3 snippets/s on two cores shared
+with other work, so 100k takes hours): its measured encode rate gives an estimate, printed as such. ``--embedder hashed``
 (a model-free token-hashing dense embedder defined here) measures the dense store's own scaling, Chroma
 build and exact ranking, at sizes MiniLM cannot reach in the time.
 """

@@ -234,6 +234,7 @@ def retrieve_all(
     from .retrieval import EmbeddingCache, evaluate_retrieval, parse_embedder
     from .retrieval.plugin import check_retriever
     from .retrieval.rerank import reranking_for
+    from .retrieval.store import check_server
 
     if settings is not None and options:
         raise ConfigError(f"pass settings= or keyword settings, not both (got {sorted(options)[0]!r})")
@@ -246,6 +247,8 @@ def retrieve_all(
     plugins = [check_retriever(r) for r in retrievers]  # import and signature problems, before any work
     reranking = reranking_for(settings)
     loaded = load_pool(pool)
+    for e in parsed:  # a --chroma-url server that is down fails here, before the sandbox starts
+        check_server(settings.chroma_url, e)
     if settings.limit or settings.sample:
         loaded = loaded.model_copy(update={"queries": settings.select(loaded.queries)})
     results: list[RetrievalResult] = []

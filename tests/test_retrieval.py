@@ -204,9 +204,6 @@ def test_chroma_top10_equals_bruteforce_cosine(exact_pool, minilm, tmp_path: Pat
         docs / np.linalg.norm(docs, axis=1, keepdims=True)
     ).T
     col = {cid: j for j, cid in enumerate(ids)}
-    raw = searcher.collection.query(
-        query_embeddings=qv.astype(np.float32), n_results=10, include=["distances"]
-    )
     exact_lists = 0
     for i, row in enumerate(sims):
         expected = sorted(range(len(ids)), key=lambda j: (-row[j], tie_key(ids[j])))[:10]
@@ -216,9 +213,6 @@ def test_chroma_top10_equals_bruteforce_cosine(exact_pool, minilm, tmp_path: Pat
         else:  # Chroma keeps float32 vectors (cosine space perturbs them by ~1 ulp): only near-equal scores may swap
             np.testing.assert_allclose(row[[col[c] for c in got_ids]], row[expected], rtol=0, atol=1e-6)
         np.testing.assert_allclose([h.score for h in got[i]], row[expected], rtol=0, atol=1e-6)
-        # Chroma's own HNSW answer (before agentbench re-ranks) already holds the exact top 10
-        hnsw = sorted((row[col[c]] for c in raw["ids"][i]), reverse=True)
-        np.testing.assert_allclose(hnsw, row[expected], rtol=0, atol=1e-5)
     assert exact_lists >= 0.95 * len(queries)
 
 

@@ -1,4 +1,4 @@
-"""`agentbench pool ...` commands: build, validate, stats."""
+"""`agentbench pool ...` commands: build, validate, stats, replicate."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ..pools import (
     load_pool,
     pool_stats,
     read_sources,
+    replicate_pool,
     resolve_pool_path,
     scan_pool,
     spec_problems,
@@ -175,3 +176,20 @@ def stats(
         for k, v in share["histogram"].items():
             table.add_row(f"  distractors failing {k}", str(v))
     console.print(table)
+
+
+@app.command("replicate")
+def replicate(
+    pool: Annotated[str, typer.Argument(help="`core`, `execretrieval` or a pool directory.")],
+    snippets: Annotated[int, typer.Option("--snippets", min=1, help="Snippets in the new pool.")],
+    out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
+) -> None:
+    """Make a large pool for scaling tests: renamed replicas of POOL, exactly --snippets snippets."""
+    source = load_pool(pool)
+    big = replicate_pool(source, snippets, name=out.name)
+    write_pool(big, out)
+    console.print(
+        f"wrote {out}: {len(big.queries)} queries, {len(big.corpus)} snippets "
+        f"({len(big.queries) / max(1, len(source.queries)):.1f} replicas of {pool})",
+        highlight=False,
+    )

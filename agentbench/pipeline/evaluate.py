@@ -26,6 +26,7 @@ from ..progress import stderr
 from ..retrieval import evaluate_retrieval
 from ..retrieval.rerank import HeldOutSplit, reranking_for
 from ..retrieval.results import RetrievalResult
+from ..retrieval.store import check_server
 from .conditions import Condition, PlanInputs, get_condition, uses_tools
 from .config import RunConfig
 from .records import ContextKind, RunRecord
@@ -338,6 +339,8 @@ def run_pipeline(
         from ..retrieval.plugin import plugin_searcher
 
         retriever = plugin_searcher(retriever, pool, retriever_name)
+    else:  # a --chroma-url server that is down fails before a run directory exists
+        check_server(config.chroma_url, config.embedder)
     directory = RunDirectory.create(config)
     config = directory.config
     done = {r.key: r for r in directory.load_records()}

@@ -38,9 +38,16 @@ __all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
 TOP_RESULTS = 10  # per query in the results file, as in the paper
 
 
-def _canonical_below_paired(query: Query, scores, position: dict[str, int]) -> bool | None:
-    canon = [scores[position[c]] for c in query.correct_corpus_ids if c in position]
-    paired = [scores[position[c]] for c in query.paired_distractor_corpus_ids if c in position]
+def _own_scores(searcher: Searcher, queries: list[Query]) -> list[dict[str, float]]:
+    """Per query, the scores of its canonicals and paired distractors: all the diagnostics need (a
+    100k-snippet pool never needs the full queries x corpus matrix)."""
+    ids = [q.correct_corpus_ids + q.paired_distractor_corpus_ids for q in queries]
+    return searcher.scores_of([q.query for q in queries], ids)
+
+
+def _canonical_below_paired(query: Query, scores: dict[str, float]) -> bool | None:
+    canon = [scores[c] for c in query.correct_corpus_ids if c in scores]
+    paired = [scores[c] for c in query.paired_distractor_corpus_ids if c in scores]
     if not canon or not paired or np.isnan(canon + paired).any():  # NaN: a plug-in gives no full scores
         return None
     return bool(max(canon) < max(paired))
@@ -158,7 +165,7 @@ def evaluate_retrieval(
             for q, e in zip(pool.queries, getattr(searcher, "errors", None) or [], strict=False)
             if e
         ]
-        all_scores = searcher.score_all(texts)
+        own_scores = _own_scores(searcher, pool.queries)
         searched = time.perf_counter()
         splitter = rerank if rerank is not None else split
         suites = [splitter.split(q).held_out for q in pool.queries] if splitter is not None else None
@@ -169,7 +176,7 @@ def evaluate_retrieval(
         if own_cache is not None and embedder is not None:
             embedder.use_cache(None)
             own_cache.close()
-    ranking = Ranking(hits, verdicts, all_scores, searcher.position)
+    ranking = Ranking(hits, verdicts, own_scores)
     rr_info: dict | None = None
     if rerank is not None:  # the rerank stage: reorder the top k, score both orders on held-out asserts
         reranked_ranking, rr_info, rr_details = rerank_stage(
@@ -228,7 +235,7 @@ def evaluate_retrieval(
 
 def _scored(pool: Pool, ranking: Ranking, cutoffs: list[int], seed: int, n_resamples: int) -> dict:
     """Metrics, bootstrap intervals, diagnostics and per-query rows of one order of the hits."""
-    records, per_query = _score(pool, ranking.hits, ranking.verdicts, ranking.scores, ranking.position)
+    records, per_query = _score(pool, ranking.hits, ranking.verdicts, ranking.scores)
     return {
         "metrics": aggregate(records, cutoffs),
         "ci95": confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples),
@@ -238,12 +245,12 @@ def _scored(pool: Pool, ranking: Ranking, cutoffs: list[int], seed: int, n_resam
 
 
 def _score(
-    pool: Pool, hits: list[list[Hit]], verdicts: list, all_scores, position: dict[str, int]
+    pool: Pool, hits: list[list[Hit]], verdicts: list, own_scores: list[dict[str, float]]
 ) -> tuple[list[QueryRecord], list[dict]]:
     """Per-query records (for the metrics) and results-file entries, for hits in the given order."""
     records: list[QueryRecord] = []
     per_query: list[dict] = []
-    for q, q_hits, q_verdicts, scores in zip(pool.queries, hits, verdicts, all_scores, strict=True):
+    for q, q_hits, q_verdicts, scores in zip(pool.queries, hits, verdicts, own_scores, strict=True):
         ranked = []
         top_results = []
         for hit, verdict in zip(q_hits, q_verdicts, strict=True):
@@ -274,7 +281,7 @@ def _score(
                 domain=q.domain,
                 ranked=tuple(ranked),
                 n_relevant=unseen_canonicals + sum(r.passes for r in ranked),
-                canonical_below_paired=_canonical_below_paired(q, scores, position),
+                canonical_below_paired=_canonical_below_paired(q, scores),
             )
         )
         per_query.append(

@@ -22,7 +22,19 @@ import numpy as np
 
 from ..pools.models import Snippet
 
-__all__ = ["Hit", "Searcher", "tie_key", "tie_ranks_for", "cosine_scores", "rank_exact"]
+__all__ = [
+    "Hit",
+    "Searcher",
+    "tie_key",
+    "tie_ranks_for",
+    "cosine_scores",
+    "normalized_rows",
+    "rank_exact",
+    "QUERY_BLOCK",
+]
+
+QUERY_BLOCK = 64
+"""Queries scored at once: bounds the score matrix held in memory (64 x 100k float64 = 51 MB)."""
 
 
 @dataclass(frozen=True)
@@ -42,19 +54,33 @@ def tie_key(corpus_id: str) -> str:
 
 def cosine_scores(queries: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """Exact cosine similarity in float64, shape (n_queries, n_docs); zero vectors score 0."""
-    q = np.asarray(queries, dtype=np.float64)
-    d = np.asarray(docs, dtype=np.float64)
-    qn = np.linalg.norm(q, axis=1, keepdims=True)
-    dn = np.linalg.norm(d, axis=1, keepdims=True)
-    q = np.divide(q, qn, out=np.zeros_like(q), where=qn > 0)
-    d = np.divide(d, dn, out=np.zeros_like(d), where=dn > 0)
-    return q @ d.T
+    return normalized_rows(queries) @ normalized_rows(docs).T
 
 
 def rank_exact(scores: np.ndarray, tie_ranks: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the top ``k`` scores, best first, exact ties ordered by ``tie_ranks`` (ascending)."""
+    """Positions of the top ``k`` scores, best first, exact ties ordered by ``tie_ranks`` (ascending).
+
+    Sorts only the scores at or above the k-th best (every tie with it included), so a query costs a
+    partition of the corpus rather than a full sort: the same answer as sorting everything.
+    """
     scores = np.asarray(scores, dtype=np.float64)
+    tie_ranks = np.asarray(tie_ranks)
+    n = len(scores)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        kth = -np.partition(-scores, k - 1)[k - 1]
+        if not np.isnan(kth):
+            cand = np.flatnonzero(scores >= kth)
+            return cand[np.lexsort((tie_ranks[cand], -scores[cand]))][:k]
     return np.lexsort((tie_ranks, -scores))[:k]
+
+
+def normalized_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in float64 (zero rows stay zero), as :func:`cosine_scores` does."""
+    v = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
 
 
 def tie_ranks_for(ids: Sequence[str]) -> np.ndarray:
@@ -84,8 +110,23 @@ class Searcher(ABC):
         """Exact scores of every document, shape (n_queries, n_docs), columns in ``self.ids`` order."""
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        """Top ``k`` hits per query (fewer when the corpus is smaller)."""
-        return [self._hits(row, rank_exact(row, self.tie_ranks, k)) for row in self.score_all(queries)]
+        """Top ``k`` hits per query (fewer when the corpus is smaller); scores blocks of queries so that
+        at most ``QUERY_BLOCK`` x corpus scores are held at once."""
+        out: list[list[Hit]] = []
+        for start in range(0, len(queries), QUERY_BLOCK):
+            block = self.score_all(queries[start : start + QUERY_BLOCK])
+            out.extend(self._hits(row, rank_exact(row, self.tie_ranks, k)) for row in block)
+        return out
+
+    def scores_of(self, queries: Sequence[str], ids: Sequence[Sequence[str]]) -> list[dict[str, float]]:
+        """Per query, the exact scores of the listed documents (unknown ids are left out); by blocks of
+        ``score_all`` unless a backend can score a few documents more cheaply."""
+        out: list[dict[str, float]] = []
+        for start in range(0, len(queries), QUERY_BLOCK):
+            rows = self.score_all(queries[start : start + QUERY_BLOCK])
+            for row, wanted in zip(rows, ids[start : start + QUERY_BLOCK], strict=True):
+                out.append({c: float(row[self.position[c]]) for c in wanted if c in self.position})
+        return out
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_many([query], k)[0]

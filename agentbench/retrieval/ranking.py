@@ -7,7 +7,6 @@ into another ranking of the same hits, so both orders are scored by the same cod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..execution.base import ExecResult
 from .hits import Hit
@@ -21,10 +20,8 @@ class Ranking:
     """per query, best first"""
     verdicts: list[list[ExecResult]]
     """per query, the verdict of each hit on the query's scored asserts"""
-    scores: Any
-    """per query, the similarity of every pool snippet (for canonical-vs-paired diagnostics)"""
-    position: dict[str, int]
-    """corpus_id -> column in ``scores``"""
+    scores: list[dict[str, float]]
+    """per query, the similarity of its canonicals and paired distractors (canonical-vs-paired diagnostics)"""
 
     def reordered(self, hits: list[list[Hit]]) -> Ranking:
         """The same hits in another order, each keeping its verdict."""
@@ -33,4 +30,4 @@ class Ranking:
             for qh, qv in zip(self.hits, self.verdicts, strict=True)
         ]
         verdicts = [[m[h.corpus_id] for h in qh] for qh, m in zip(hits, by_id, strict=True)]
-        return Ranking(hits, verdicts, self.scores, self.position)
+        return Ranking(hits, verdicts, self.scores)

@@ -13,12 +13,21 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError
 from ..pools.models import Pool
 from .embedders import DenseEmbedder, Embedder
-from .hits import Hit, Searcher, cosine_scores, rank_exact, tie_key, tie_ranks_for
+from .hits import QUERY_BLOCK, Hit, Searcher, cosine_scores, rank_exact, tie_key, tie_ranks_for
 
 if TYPE_CHECKING:
     from .embcache import EmbeddingCache
 
-__all__ = ["Hit", "Searcher", "tie_key", "tie_ranks_for", "cosine_scores", "rank_exact", "open_searcher"]
+__all__ = [
+    "QUERY_BLOCK",
+    "Hit",
+    "Searcher",
+    "tie_key",
+    "tie_ranks_for",
+    "cosine_scores",
+    "rank_exact",
+    "open_searcher",
+]
 
 
 def open_searcher(

@@ -223,6 +223,8 @@ class LLMClient:
             self.cache = ResponseCache(cache)
         self.stats = LLMStats()
         self._semaphore = PerLoopSemaphore(concurrency)
+        self._in_flight: dict[str, asyncio.Future[LLMResult]] = {}
+        """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
 
     @property
@@ -265,9 +267,33 @@ class LLMClient:
         key = self.key(messages, tools)
         if (hit := self._cached(key)) is not None:
             return hit
-        litellm = await self._prepare()
-        result = await self._call_with_retries(litellm, messages, tools, key)
-        if result.ok and not result.cached and self.cache is not None:
+        if self.cache is None:
+            return await self._call_with_retries(await self._prepare(), messages, tools)
+        loop = asyncio.get_running_loop()
+        twin = self._in_flight.get(key)
+        if twin is not None and twin.get_loop() is loop:
+            # the same request is in flight (e.g. rag whose top-1 is the paired distractor): one call
+            result = await asyncio.shield(twin)
+            if result.ok:
+                self.stats.cache_hits += 1
+                return result.model_copy(update={"cached": True})
+            return result
+        future: asyncio.Future[LLMResult] = loop.create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # a fatal error nobody awaited
+        self._in_flight[key] = future
+        try:
+            result = await self._call_with_retries(await self._prepare(), messages, tools, key)
+        except Exception as exc:  # a ModelError: its twin raises it too
+            future.set_exception(exc)
+            raise
+        except BaseException:  # cancelled
+            future.cancel()
+            raise
+        finally:
+            if self._in_flight.get(key) is future:
+                del self._in_flight[key]
+        future.set_result(result)
+        if result.ok and not result.cached:
             self.cache.put(
                 key,
                 self.model,

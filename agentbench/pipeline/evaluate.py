@@ -9,7 +9,6 @@ stopped without redoing or duplicating anything.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -201,6 +200,7 @@ class _RecordWriter:
     def __init__(self, directory: RunDirectory, written: Callable[[RunRecord], None]) -> None:
         self.directory, self.written = directory, written
         self._pending: list[RunRecord] = []
+        self._closing = False
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop())
 
@@ -217,17 +217,15 @@ class _RecordWriter:
                 await asyncio.to_thread(self.directory.append_records, batch)
                 for rec in batch:
                     self.written(rec)
+            if self._closing and not self._pending:
+                return
 
     async def close(self) -> None:
-        """Stop the loop and write what is still pending (also when the run fails: nothing finished is lost)."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        batch, self._pending = self._pending, []
-        if batch:
-            self.directory.append_records(batch)
-            for rec in batch:
-                self.written(rec)
+        """Write what is still pending and stop (also when the run fails: nothing finished is lost). The
+        loop is not cancelled: a batch being written when it was would be on disk but not reported."""
+        self._closing = True
+        self._wake.set()
+        await self._task
 
 
 async def _generate_and_execute(

@@ -4,8 +4,8 @@ It answers ``POST /v1/chat/completions`` deterministically, so a run against it 
 reply echoes the first ```python block of the last user message that parses and defines a function (the
 context snippet of the rag, oracle and distractor prompts), or else the required signature from the prompt
 with a ``return None`` body (closed book). ``GET /v1/models`` lists the one model; ``GET /stats`` returns
-the server's counters (requests, 429s, retries of a prompt that got a 429, peak in-flight requests, first
-arrival and last reply times), which a test or benchmark reads to see what the client really did.
+the server's counters (requests, 429s, retries of a prompt that got a 429 and how many of them came
+before its Retry-After, peak in-flight requests, first arrival and last reply times), which a test or benchmark reads to see what the client really did.
 
 Rate limits, either or both:
 
@@ -83,6 +83,8 @@ class Counters:
     rate_limited: int = 0
     retries: int = 0
     """Requests for a prompt that had been answered 429 before."""
+    early_retries: int = 0
+    """Retries that came sooner than the Retry-After of the 429 before them."""
     repeated_completions: int = 0
     """Prompts answered 200 more than once (0 when the client caches and retries correctly)."""
     in_flight: int = 0
@@ -90,12 +92,13 @@ class Counters:
     first_arrival: float | None = None
     last_reply: float | None = None
     """``time.time()`` of the first request's arrival and of the last 200 reply."""
-    limited_prompts: set[str] = field(default_factory=set)
+    limited_prompts: dict[str, float] = field(default_factory=dict)
+    """Prompt -> the monotonic time before which its last 429 asked it not to come back."""
     answered_prompts: set[str] = field(default_factory=set)
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if not isinstance(v, set)}
-        out["distinct_prompts"] = len(self.answered_prompts | self.limited_prompts)
+        out = {k: v for k, v in self.__dict__.items() if not isinstance(v, set | dict)}
+        out["distinct_prompts"] = len(self.answered_prompts | set(self.limited_prompts))
         return out
 
 
@@ -145,10 +148,12 @@ class StubServer:
         key = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
         if key in c.limited_prompts:
             c.retries += 1
+            if time.monotonic() < c.limited_prompts[key]:
+                c.early_retries += 1
         wait = self._limited()
         if wait is not None:
             c.rate_limited += 1
-            c.limited_prompts.add(key)
+            c.limited_prompts[key] = time.monotonic() + wait
             error = {
                 "message": "Rate limit reached (stub)",
                 "type": "requests",

@@ -294,7 +294,9 @@ class LLMClient:
                 del self._in_flight[key]
         future.set_result(result)
         if result.ok and not result.cached:
-            self.cache.put(
+            # a write transaction takes milliseconds: on the event loop it would stall every other request
+            await asyncio.to_thread(
+                self.cache.put,
                 key,
                 self.model,
                 {

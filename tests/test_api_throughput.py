@@ -140,3 +140,20 @@ def test_api_base_without_key_sends_a_placeholder_only_when_none_is_set(
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     assert LLMClient("openai/m", api_base="http://127.0.0.1:1/v1", cache=False)._api_key is None
     assert LLMClient("openai/m", cache=False)._api_key is None
+
+
+def test_identical_requests_in_flight_share_one_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    messages = [{"role": "user", "content": "```python\ndef f(x):\n```"}]
+    with running_stub(latency=0.3) as stub:
+        client = LLMClient("openai/stub", api_base=stub.url, cache=tmp_path / "llm")
+
+        async def both() -> list:
+            return await asyncio.gather(client.complete(messages), client.complete(messages))
+
+        results = asyncio.run(both())
+        stats = stub.stats()
+    assert [r.text for r in results] == ["```python\ndef f(x):\n    return None\n```"] * 2
+    assert stats["requests"] == 1 and client.stats.calls == 1 and client.stats.cache_hits == 1

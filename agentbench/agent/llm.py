@@ -280,11 +280,29 @@ class LLMClient:
             return result
         future: asyncio.Future[LLMResult] = loop.create_future()
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # a fatal error nobody awaited
-        self._in_flight[key] = future
+        self._in_flight[key] = future  # until the answer is in the cache, so no twin misses both
         try:
-            result = await self._call_with_retries(await self._prepare(), messages, tools, key)
+            result = await self._call_with_retries(await self._prepare(), messages, tools)
+            future.set_result(result)
+            if result.ok:
+                # a write transaction takes milliseconds: on the event loop it would stall every request
+                await asyncio.to_thread(
+                    self.cache.put,
+                    key,
+                    self.model,
+                    {
+                        "text": result.text,
+                        "tool_calls": [c.model_dump() for c in result.tool_calls],
+                        "prompt_tokens": result.prompt_tokens,
+                        "completion_tokens": result.completion_tokens,
+                        "cost_usd": result.cost_usd,
+                        "attempts": result.attempts,
+                        "latency_s": result.latency_s,
+                    },
+                )
         except Exception as exc:  # a ModelError: its twin raises it too
-            future.set_exception(exc)
+            if not future.done():
+                future.set_exception(exc)
             raise
         except BaseException:  # cancelled
             future.cancel()
@@ -292,23 +310,6 @@ class LLMClient:
         finally:
             if self._in_flight.get(key) is future:
                 del self._in_flight[key]
-        future.set_result(result)
-        if result.ok and not result.cached:
-            # a write transaction takes milliseconds: on the event loop it would stall every other request
-            await asyncio.to_thread(
-                self.cache.put,
-                key,
-                self.model,
-                {
-                    "text": result.text,
-                    "tool_calls": [c.model_dump() for c in result.tool_calls],
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                    "cost_usd": result.cost_usd,
-                    "attempts": result.attempts,
-                    "latency_s": result.latency_s,
-                },
-            )
         return result
 
     def _cached(self, key: str) -> LLMResult | None:
@@ -348,15 +349,10 @@ class LLMClient:
         )
 
     async def _call_with_retries(
-        self,
-        litellm: Any,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        key: str | None = None,
+        self, litellm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> LLMResult:
         """The provider's answer, each attempt holding a concurrency slot only while it is in flight
-        (the wait before a retry does not); ``key``: a cache entry written while the first attempt waited
-        for its slot (the same request from another task) is returned instead of a second call."""
+        (the wait before a retry does not)."""
         fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
         if tools:
@@ -372,8 +368,6 @@ class LLMClient:
                 with attempt:
                     async with self._semaphore():
                         attempts = attempt.retry_state.attempt_number
-                        if attempts == 1 and key is not None and (hit := self._cached(key)) is not None:
-                            return hit
                         response = await litellm.acompletion(
                             model=self.model,
                             messages=messages,

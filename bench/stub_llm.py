@@ -122,10 +122,10 @@ class StubServer:
             ]
         )
 
-    def _limited(self) -> float | None:
-        """Seconds the client should wait when this request is rate limited, else None."""
-        c, lim = self.counters, self.limits
-        if lim.every and c.requests % lim.every == 0:
+    def _limited(self, number: int) -> float | None:
+        """Seconds the client should wait when request ``number`` (1-based) is rate limited, else None."""
+        lim = self.limits
+        if lim.every and number % lim.every == 0:
             return lim.retry_after
         if lim.rate:
             now = time.monotonic()
@@ -140,6 +140,7 @@ class StubServer:
     async def chat(self, request: web.Request) -> web.Response:
         c = self.counters
         c.requests += 1
+        number = c.requests  # before any await: other requests arrive meanwhile
         if c.first_arrival is None:
             c.first_arrival = time.time()
         body = await request.json()
@@ -150,7 +151,7 @@ class StubServer:
             c.retries += 1
             if time.monotonic() < c.limited_prompts[key]:
                 c.early_retries += 1
-        wait = self._limited()
+        wait = self._limited(number)
         if wait is not None:
             c.rate_limited += 1
             c.limited_prompts[key] = time.monotonic() + wait

@@ -18,7 +18,7 @@ A 429 comes at once (as real APIs answer it) with ``Retry-After`` (whole seconds
 ``--rate``. Served with aiohttp.web (a LiteLLM dependency). As a dry-run server for your own configuration::
 
     python bench/stub_llm.py --port 8000 --latency 0.5 --rate 100
-    OPENAI_API_KEY=stub agentbench run --llm openai/stub --api-base http://127.0.0.1:8000/v1 --concurrency 64
+    agentbench run --llm openai/stub --api-base http://127.0.0.1:8000/v1 --concurrency 64
 
 ``--port 0`` picks a free port; the first line on stdout is ``listening <base URL>``. Python callers use
 :func:`running_stub`, which starts the server as a subprocess and stops it on exit.

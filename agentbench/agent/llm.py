@@ -272,7 +272,7 @@ class LLMClient:
         loop = asyncio.get_running_loop()
         twin = self._in_flight.get(key)
         if twin is not None and twin.get_loop() is loop:
-            # the same request is in flight (e.g. rag whose top-1 is the paired distractor): one call
+            # the same request is in flight (e.g. rag whose top-1 is the canonical, and oracle)
             result = await asyncio.shield(twin)
             if result.ok:
                 self.stats.cache_hits += 1

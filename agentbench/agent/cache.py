@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,17 @@ class ResponseCache:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
         self._store = JSONCache(self.path, label="LLM response")
+        self._write = threading.Lock()
+        """One writer at a time in this process: concurrent writers would wait in SQLite's busy handler,
+        which sleeps in growing steps (up to 100 ms), instead of taking turns."""
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._store.get(key)
         return entry["value"] if isinstance(entry, dict) and "value" in entry else None
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
-        self._store.set(key, {"model": model, "value": value, "created": time.time()})
+        with self._write:
+            self._store.set(key, {"model": model, "value": value, "created": time.time()})
 
     def __len__(self) -> int:
         return len(self._store)

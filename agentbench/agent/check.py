@@ -11,7 +11,7 @@ import re
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_MODEL", "check_model", "redact"]
+__all__ = ["DEFAULT_MODEL", "check_model", "check_reachable", "key_variable", "redact"]
 
 DEFAULT_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -51,6 +51,36 @@ def _missing_key_error(variables: list[str]) -> ConfigError:
     names = ", ".join(variables)
     verb, pronoun = ("is", "it") if len(variables) == 1 else ("are", "them")
     return ConfigError(f"{names} {verb} not set: export {pronoun} or {_FALLBACK_HINT}")
+
+
+def key_variable(model: str) -> str | None:
+    """The API-key variable of ``model``'s provider when the table above knows it (``OPENAI_API_KEY``
+    for ``openai/...``), else None."""
+    return next((variable for prefix, variable in _KEY_VARS if model.startswith(prefix)), None)
+
+
+def check_reachable(api_base: str, timeout_s: float = 10.0) -> None:
+    """Fail fast (ConfigError, one line) when nothing answers HTTP at ``api_base``: without this a server
+    that is down costs every request its retries and ends as one ``llm_error`` record per query.
+
+    Any HTTP answer to ``GET <api_base>/models`` counts as reachable (401, 404 included: not every
+    OpenAI-compatible server lists its models); a refused connection, an unknown host or a timeout do not.
+    """
+    import urllib.error
+    import urllib.request
+
+    url = api_base.rstrip("/") + "/models"
+    fix = "start the server or fix --api-base"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered
+    except ValueError as exc:  # not a URL at all (no scheme)
+        raise ConfigError(f"--api-base {api_base!r} is not a URL: use e.g. http://127.0.0.1:8000/v1") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach --api-base {api_base}: {reason}; {fix}") from exc
 
 
 def check_model(model: str, api_base: str | None = None, api_key: str | None = None) -> None:

@@ -1,7 +1,9 @@
 """Async LLM client over ``litellm.acompletion``.
 
-- bounded concurrency (one ``asyncio.Semaphore`` per event loop);
-- retries (``tenacity``) with exponential backoff and jitter on rate limits and transient provider errors;
+- bounded concurrency (one ``asyncio.Semaphore`` per event loop) over requests in flight: a request
+  waiting to retry gives its slot to another, so a rate-limited run keeps ``concurrency`` requests busy;
+- retries (``tenacity``) on rate limits and transient provider errors, after the ``Retry-After`` the
+  provider sent (``retry-after-ms`` or ``retry-after`` seconds), else exponential backoff with jitter;
   LiteLLM's own retries are off, so ``max_retries`` is the only retry budget;
 - deterministic defaults: temperature 0, fixed seed;
 - a persistent response cache (:mod:`.cache`), so rerunning a configuration makes no LLM calls;
@@ -17,8 +19,10 @@ that doom every request (bad key, unknown model, unsupported parameters) raise :
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..errors import ConfigError, ModelError
 from .cache import ResponseCache, cache_key
-from .check import DEFAULT_MODEL, check_model, redact
+from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
 
@@ -121,6 +125,29 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+def retry_after(exc: BaseException | None) -> float | None:
+    """Seconds the provider asked us to wait (``retry-after-ms``, else ``retry-after`` in seconds; an
+    HTTP date is ignored), from the response headers LiteLLM keeps on its exceptions; None if absent."""
+    if exc is None:
+        return None
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not isinstance(headers, Mapping):
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / scale
+        except (TypeError, ValueError):
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
+
+
 def _describe(exc: BaseException) -> str:
     message = " ".join(str(exc).split()) or repr(exc)
     return redact(f"{type(exc).__name__}: {message}")[:500]
@@ -171,6 +198,11 @@ class LLMClient:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
         self.model = model
         self.api_base = api_base
+        self._placeholder_key = False
+        if api_key is None and api_base and (var := key_variable(model)) and not os.environ.get(var):
+            # a self-hosted OpenAI-compatible server may need no key, but the OpenAI SDK refuses to send a
+            # request without one; a server that does need one answers 401, reported as a ModelError
+            api_key, self._placeholder_key = "no-key", True
         self._api_key = api_key
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
         if seed is not None:
@@ -191,6 +223,8 @@ class LLMClient:
             self.cache = ResponseCache(cache)
         self.stats = LLMStats()
         self._semaphore = PerLoopSemaphore(concurrency)
+        self._in_flight: dict[str, asyncio.Future[LLMResult]] = {}
+        """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
 
     @property
@@ -198,8 +232,11 @@ class LLMClient:
         return self.model.startswith("local/")
 
     def check(self) -> None:
-        """Fail fast when the model is unknown or its key is missing (see :func:`check_model`)."""
-        check_model(self.model, self.api_base, self._api_key)
+        """Fail fast when the model is unknown, its key is missing (see :func:`check_model`) or the
+        ``api_base`` server cannot be reached (see :func:`check_reachable`)."""
+        check_model(self.model, self.api_base, None if self._placeholder_key else self._api_key)
+        if self.api_base:
+            check_reachable(self.api_base)
 
     def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """Cache key of a request: model, messages, tools, output-affecting params and the API base."""
@@ -228,34 +265,67 @@ class LLMClient:
         ``tools`` (OpenAI function schemas) enables native function calling; the calls come back in
         :attr:`LLMResult.tool_calls`."""
         key = self.key(messages, tools)
+        if (hit := self._cached(key)) is not None:
+            return hit
+        if self.cache is None:
+            return await self._call_with_retries(await self._prepare(), messages, tools)
+        loop = asyncio.get_running_loop()
+        twin = self._in_flight.get(key)
+        if twin is not None and twin.get_loop() is loop:
+            # the same request is in flight (e.g. rag whose top-1 is the canonical, and oracle)
+            result = await asyncio.shield(twin)
+            if result.ok:
+                self.stats.cache_hits += 1
+                return result.model_copy(update={"cached": True})
+            return result
+        future: asyncio.Future[LLMResult] = loop.create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # a fatal error nobody awaited
+        self._in_flight[key] = future  # until the answer is in the cache, so no twin misses both
+        try:
+            result = await self._call_with_retries(await self._prepare(), messages, tools)
+            future.set_result(result)
+            if result.ok:
+                # a write transaction takes milliseconds: on the event loop it would stall every request
+                await asyncio.to_thread(
+                    self.cache.put,
+                    key,
+                    self.model,
+                    {
+                        "text": result.text,
+                        "tool_calls": [c.model_dump() for c in result.tool_calls],
+                        "prompt_tokens": result.prompt_tokens,
+                        "completion_tokens": result.completion_tokens,
+                        "cost_usd": result.cost_usd,
+                        "attempts": result.attempts,
+                        "latency_s": result.latency_s,
+                    },
+                )
+        except Exception as exc:  # a ModelError: its twin raises it too
+            if not future.done():
+                future.set_exception(exc)
+            raise
+        except BaseException:  # cancelled
+            future.cancel()
+            raise
+        finally:
+            if self._in_flight.get(key) is future:
+                del self._in_flight[key]
+        return result
+
+    def _cached(self, key: str) -> LLMResult | None:
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.stats.cache_hits += 1
             return LLMResult(model=self.model, cached=True, **hit)
-        async with self._semaphore():
-            if self.cache is not None and (hit := self.cache.get(key)) is not None:  # filled while we waited
-                self.stats.cache_hits += 1
-                return LLMResult(model=self.model, cached=True, **hit)
-            litellm = await self._prepare()
-            result = await self._call_with_retries(litellm, messages, tools)
-        if result.ok and self.cache is not None:
-            self.cache.put(
-                key,
-                self.model,
-                {
-                    "text": result.text,
-                    "tool_calls": [c.model_dump() for c in result.tool_calls],
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                    "cost_usd": result.cost_usd,
-                    "attempts": result.attempts,
-                    "latency_s": result.latency_s,
-                },
-            )
-        return result
+        return None
 
     def _backoff(self, state: RetryCallState) -> float:
-        """Seconds before the next attempt: ``backoff_s * 2**(n-1)`` capped at ``max_backoff_s`` after the
+        """Seconds before the next attempt. The provider's ``Retry-After`` when it sent one (capped at
+        ``max_backoff_s``), stretched by a random 0-25% so the requests it refused together do not all
+        come back in the same instant; else ``backoff_s * 2**(n-1)`` capped at ``max_backoff_s`` after the
         n-th failure, times a random factor in [0.5, 1) so concurrent requests do not retry in lockstep."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if (asked := retry_after(exc)) is not None:
+            return min(asked, self.max_backoff_s) * (1 + random.random() / 4)
         delay = wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
         return delay * (0.5 + random.random() / 2)
 
@@ -281,6 +351,8 @@ class LLMClient:
     async def _call_with_retries(
         self, litellm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> LLMResult:
+        """The provider's answer, each attempt holding a concurrency slot only while it is in flight
+        (the wait before a retry does not)."""
         fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
         if tools:
@@ -294,20 +366,24 @@ class LLMClient:
         try:
             async for attempt in self._retrying(fatal, transient):
                 with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    response = await litellm.acompletion(
-                        model=self.model,
-                        messages=messages,
-                        timeout=self.timeout_s,
-                        num_retries=0,  # retries are ours (above), not LiteLLM's
-                        drop_params=True,
-                        **kwargs,
-                    )
+                    async with self._semaphore():
+                        attempts = attempt.retry_state.attempt_number
+                        response = await litellm.acompletion(
+                            model=self.model,
+                            messages=messages,
+                            timeout=self.timeout_s,
+                            num_retries=0,  # retries are ours (above), not LiteLLM's
+                            drop_params=True,
+                            **kwargs,
+                        )
         except Exception as exc:
             if (ours := _provider_fatal(exc)) is not None:  # e.g. the local model's process died
                 raise ours from None
             if isinstance(exc, fatal):
-                raise ModelError(f"{self.model}: {_describe(exc)}") from exc
+                hint = ""
+                if self._placeholder_key and isinstance(exc, litellm.exceptions.AuthenticationError):
+                    hint = f" (no API key was sent to {self.api_base}: export {key_variable(self.model)})"
+                raise ModelError(f"{self.model}: {_describe(exc)}{hint}") from exc
             if isinstance(exc, transient):  # still failing after the retries
                 return self._error(exc, attempts, started)
             if not isinstance(exc, per_request):
@@ -339,12 +415,17 @@ class LLMClient:
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = 0.0
-        if not self.is_local:
-            try:
-                cost = float(litellm.completion_cost(completion_response=response) or 0.0)
-            except Exception:  # models missing from the cost map cost "unknown" = 0
-                cost = 0.0
         hidden = getattr(response, "_hidden_params", None) or {}
+        if not self.is_local:
+            # LiteLLM priced the response already (pricing it again costs ms of CPU per call, a cap on
+            # throughput at high concurrency); models missing from the cost map cost "unknown" = 0
+            try:
+                if isinstance(hidden, dict) and "response_cost" in hidden:
+                    cost = float(hidden["response_cost"] or 0.0)
+                else:
+                    cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+            except Exception:
+                cost = 0.0
         busy = hidden.get("generation_seconds") if isinstance(hidden, dict) else None
         latency = float(busy) if isinstance(busy, int | float) else time.perf_counter() - started
         self.stats.calls += 1

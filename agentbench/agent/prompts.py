@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import io
 import os
 import re
@@ -110,7 +111,7 @@ class Task(BaseModel):
         tests: Sequence[str] = (),
     ) -> Task:
         """Build a task whose signature is taken from ``canonical_code`` (the function the tests call)."""
-        name, signature = function_signature(canonical_code, tests)
+        name, signature = _signature(canonical_code, tuple(tests))
         return cls(
             task_id=task_id,
             description=description,
@@ -118,6 +119,13 @@ class Task(BaseModel):
             function_name=name,
             context=list(context),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(code: str, tests: tuple[str, ...]) -> tuple[str, str]:
+    """:func:`function_signature`, once per (canonical, suite): a run asks for it under every condition,
+    and parsing the canonical and each assert costs milliseconds."""
+    return function_signature(code, tests)
 
 
 def _called_names(tests: Sequence[str]) -> list[str]:
@@ -145,7 +153,8 @@ def function_signature(code: str, tests: Sequence[str] = ()) -> tuple[str, str]:
     if not funcs:
         raise ConfigError("canonical code defines no top-level function")
     by_name = {f.name: f for f in funcs}
-    called = _called_names(tests)
+    # with one function every rule below picks it: the asserts need not be parsed (milliseconds a task)
+    called = _called_names(tests) if len(funcs) > 1 else [funcs[0].name]
     chosen = next((by_name[n] for n in called if n in by_name), None)
     if chosen is None:
         inner = {

@@ -9,7 +9,10 @@ stopped without redoing or duplicating anything.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +21,7 @@ from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
 from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError, ModelError
-from ..execution import Executor, Job, make_executor
+from ..execution import ExecResult, Executor, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
 from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
@@ -142,6 +145,91 @@ class _Progress:
         self.progress.__exit__(*exc)
 
 
+class _Executions:
+    """Runs the jobs of finished generations in batches on a worker thread while generation goes on.
+
+    Jobs that arrive while a batch runs form the next batch, so executions overlap with LLM calls and
+    the executor still gets many jobs at once to spread over its workers. ``lock`` serialises the
+    executor with the tool conditions' own uses of it."""
+
+    def __init__(self, executor: Executor, cache: ExecCache, lock: threading.Lock | None) -> None:
+        self.executor, self.cache = executor, cache
+        self.lock = lock or threading.Lock()
+        self._pending: list[tuple[Job, asyncio.Future]] = []
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop())
+
+    async def run(self, job: Job) -> tuple[ExecResult, float]:
+        """The job's verdict and the seconds per job of the batch it ran in."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending.append((job, future))
+        self._wake.set()
+        return await future
+
+    def _run_batch(self, jobs: list[Job]) -> list[ExecResult]:
+        with self.lock:
+            return run_cached(self.executor, jobs, self.cache)
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, []
+            if not batch:
+                continue
+            started = time.perf_counter()
+            try:
+                results = await asyncio.to_thread(self._run_batch, [job for job, _ in batch])
+            except Exception as exc:  # reaches the items waiting for it, which fail the run
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            per_job = (time.perf_counter() - started) / len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result((result, per_job))
+
+    def close(self) -> None:
+        self._task.cancel()
+
+
+class _RecordWriter:
+    """Appends finished records to the run directory off the event loop, each batch with one fsync
+    (an fsync per record costs milliseconds and would cap the run's throughput); ``written`` is called
+    for every record once it is on disk."""
+
+    def __init__(self, directory: RunDirectory, written: Callable[[RunRecord], None]) -> None:
+        self.directory, self.written = directory, written
+        self._pending: list[RunRecord] = []
+        self._closing = False
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop())
+
+    def add(self, record: RunRecord) -> None:
+        self._pending.append(record)
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, []
+            if batch:
+                await asyncio.to_thread(self.directory.append_records, batch)
+                for rec in batch:
+                    self.written(rec)
+            if self._closing and not self._pending:
+                return
+
+    async def close(self) -> None:
+        """Write what is still pending and stop (also when the run fails: nothing finished is lost). The
+        loop is not cancelled: a batch being written when it was would be on disk but not reported."""
+        self._closing = True
+        self._wake.set()
+        await self._task
+
+
 async def _generate_and_execute(
     items: list[_Item],
     pool: Pool,
@@ -152,89 +240,124 @@ async def _generate_and_execute(
     metas: dict[str, DistractorMeta],
     config: RunConfig,
     suites: dict[str, tuple[str, ...]],
+    directory: RunDirectory,
+    written: Callable[[RunRecord], None],
     tools: RunTools | None = None,
-) -> list[RunRecord]:
-    started = time.perf_counter()
-    tasks = [
-        Task.from_canonical(
+) -> None:
+    """Generate, execute and record every item, streaming: each item is executed as soon as its generation
+    is back and recorded as soon as its verdict is, while other items' LLM calls are in flight. The LLM
+    client bounds the requests in flight (``--concurrency``); ``4 x concurrency`` items are worked on at
+    once, so slow executions or retrying requests do not leave LLM slots idle. A fatal error (ModelError)
+    cancels the rest; every record finished before it is written."""
+    loop = asyncio.get_running_loop()
+    # asyncio.to_thread's default pool has min(32, cores + 4) threads: too few for plug-in agents and tool
+    # calls at a high --concurrency
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=config.concurrency + 8))
+    executions = _Executions(executor, exec_cache, tools.lock if tools is not None else None)
+    writer = _RecordWriter(directory, written)
+    queue = iter(items)
+
+    async def one(it: _Item) -> RunRecord:
+        started = time.perf_counter()
+        task = Task.from_canonical(
             it.query.query_id,
             it.query.generation_text,
             pool.snippet(it.query.correct_corpus_ids[0]).code,
             context=[pool.snippet(c).code for c in it.context_ids],
             tests=it.query.test_suite,
         ).with_tools(tools.for_query(it.query) if tools is not None and it.condition.tools else None)
-        for it in items
-    ]
-    generations = await asyncio.gather(
-        *(
-            _skipped(t, it) if it.error else agent.generate(t, it.condition.template)
-            for t, it in zip(tasks, items, strict=True)
+        gen = await (_skipped(task, it) if it.error else agent.generate(task, it.condition.template))
+        verdict, exec_seconds = None, 0.0
+        if gen.status == "ok":
+            job = Job(gen.code, _suite(it, suites), config.timeout, it.query.test_setup or "")
+            verdict, exec_seconds = await executions.run(job)
+        return _record(
+            it,
+            gen,
+            verdict,
+            exec_seconds,
+            time.perf_counter() - started,
+            pool,
+            context_verdicts,
+            metas,
+            tools,
         )
+
+    async def worker() -> None:
+        for it in queue:  # one shared iterator: each item is taken by exactly one worker
+            writer.add(await one(it))
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(len(items), max(4 * config.concurrency, 8)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        executions.close()
+        await writer.close()
+
+
+def _record(
+    it: _Item,
+    gen: Generation,
+    verdict: ExecResult | None,
+    exec_seconds: float,
+    seconds: float,
+    pool: Pool,
+    context_verdicts: dict[tuple[str, str], list[str]],
+    metas: dict[str, DistractorMeta],
+    tools: RunTools | None,
+) -> RunRecord:
+    """The record of one (query, condition): generation, verdict and what its context was."""
+    status = "retriever_error" if it.error else gen.status
+    if verdict is not None and verdict.infra_error:
+        status = "infra_error"
+    first = it.context_ids[0] if it.context_ids else None
+    ctx_results = context_verdicts.get((it.query.query_id, first), []) if first else []
+    ctx_passes = (bool(ctx_results) and all(r == "pass" for r in ctx_results)) if first else None
+    results = list(verdict.results) if verdict is not None else []
+    passed = bool(verdict is not None and verdict.passed)
+    buggy = first is not None and ctx_passes is False
+    inherited = None
+    if buggy and status in ("ok", "no_code") and not passed and results:
+        inherited = [r == "pass" for r in results] == [r == "pass" for r in ctx_results]
+    snippet = pool.snippet(first) if first else None
+    return RunRecord(
+        query_id=it.query.query_id,
+        condition=it.condition.name,
+        domain=it.query.domain,
+        context_ids=it.context_ids,
+        context_kind=it.kind,
+        context_passes=ctx_passes,
+        context_results=ctx_results,
+        context_bug_type=(snippet.bug_type or "") if snippet else "",
+        task_text="spec" if it.query.spec else "query",
+        messages=gen.messages,
+        response=gen.response,
+        code=gen.code,
+        status=status,
+        error=it.error or gen.error or (verdict.infra_error if verdict is not None else None),
+        results=results,
+        passed=passed,
+        inherited_outcomes=inherited,
+        mutated_line_reappears=(
+            _reappears(metas.get(first or ""), snippet.code, gen.code) if buggy and snippet else None
+        ),
+        prompt_tokens=gen.usage.prompt_tokens,
+        completion_tokens=gen.usage.completion_tokens,
+        cost_usd=gen.cost_usd,
+        cached=gen.cached,
+        llm_seconds=gen.llm_seconds,
+        exec_seconds=exec_seconds if verdict is not None else 0.0,
+        seconds=seconds,
+        trajectory=gen.trajectory,
+        tool_stats=(
+            {**gen.tool_stats, "visible_tests": list(tools.split.split(it.query).visible_idx)}
+            if gen.tool_stats is not None and tools is not None
+            else gen.tool_stats
+        ),
     )
-    runnable = [i for i, g in enumerate(generations) if g.status == "ok"]
-    exec_started = time.perf_counter()
-    jobs = [
-        Job(generations[i].code, _suite(items[i], suites), config.timeout, items[i].query.test_setup or "")
-        for i in runnable
-    ]
-    verdicts = dict(
-        zip(runnable, await asyncio.to_thread(run_cached, executor, jobs, exec_cache), strict=True)
-    )
-    exec_seconds = (time.perf_counter() - exec_started) / max(len(jobs), 1)
-    records = []
-    for i, (it, gen) in enumerate(zip(items, generations, strict=True)):
-        verdict = verdicts.get(i)
-        status = "retriever_error" if it.error else gen.status
-        if verdict is not None and verdict.infra_error:
-            status = "infra_error"
-        first = it.context_ids[0] if it.context_ids else None
-        ctx_results = context_verdicts.get((it.query.query_id, first), []) if first else []
-        ctx_passes = (bool(ctx_results) and all(r == "pass" for r in ctx_results)) if first else None
-        results = list(verdict.results) if verdict is not None else []
-        passed = bool(verdict is not None and verdict.passed)
-        buggy = first is not None and ctx_passes is False
-        inherited = None
-        if buggy and status in ("ok", "no_code") and not passed and results:
-            inherited = [r == "pass" for r in results] == [r == "pass" for r in ctx_results]
-        snippet = pool.snippet(first) if first else None
-        records.append(
-            RunRecord(
-                query_id=it.query.query_id,
-                condition=it.condition.name,
-                domain=it.query.domain,
-                context_ids=it.context_ids,
-                context_kind=it.kind,
-                context_passes=ctx_passes,
-                context_results=ctx_results,
-                context_bug_type=(snippet.bug_type or "") if snippet else "",
-                task_text="spec" if it.query.spec else "query",
-                messages=gen.messages,
-                response=gen.response,
-                code=gen.code,
-                status=status,
-                error=it.error or gen.error or (verdict.infra_error if verdict is not None else None),
-                results=results,
-                passed=passed,
-                inherited_outcomes=inherited,
-                mutated_line_reappears=(
-                    _reappears(metas.get(first or ""), snippet.code, gen.code) if buggy and snippet else None
-                ),
-                prompt_tokens=gen.usage.prompt_tokens,
-                completion_tokens=gen.usage.completion_tokens,
-                cost_usd=gen.cost_usd,
-                cached=gen.cached,
-                llm_seconds=gen.llm_seconds,
-                exec_seconds=exec_seconds if verdict is not None else 0.0,
-                seconds=time.perf_counter() - started,
-                trajectory=gen.trajectory,
-                tool_stats=(
-                    {**gen.tool_stats, "visible_tests": list(tools.split.split(it.query).visible_idx)}
-                    if gen.tool_stats is not None and tools is not None
-                    else gen.tool_stats
-                ),
-            )
-        )
-    return records
 
 
 async def _skipped(task: Task, item: _Item) -> Generation:
@@ -383,16 +506,20 @@ def run_pipeline(
                 finished.setdefault(rec.condition, []).append(rec.passed)
             else:
                 finished.setdefault(rec.condition, [])
-        chunk = max(2 * config.concurrency, 4)
         bar = _Progress(totals, finished) if show_progress else None
+
+        def written(rec: RunRecord) -> None:
+            done[rec.key] = rec
+            if bar:
+                bar.record(rec)
+
         try:
             if bar:
                 bar.__enter__()
-            for start in range(0, len(todo), chunk):
-                batch = todo[start : start + chunk]
-                records = asyncio.run(
+            if todo:
+                asyncio.run(
                     _generate_and_execute(
-                        batch,
+                        todo,
                         pool,
                         the_agent,
                         executor,
@@ -401,14 +528,11 @@ def run_pipeline(
                         metas,
                         config,
                         suites,
+                        directory,
+                        written,
                         tools,
                     )
                 )
-                for rec in records:
-                    directory.append_record(rec)
-                    done[rec.key] = rec
-                    if bar:
-                        bar.record(rec)
         except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
             raise type(exc)(
                 f"{exc}; the {len(done)} record(s) finished so far are kept in {directory.path}: fix this, then "

@@ -120,6 +120,9 @@ class RunDirectory:
     def append_record(self, record: RunRecord) -> None:
         self.records.append(record)
 
+    def append_records(self, records: list[RunRecord]) -> None:
+        self.records.append_many(records)
+
     def write_summary(self, summary: Any) -> None:
         atomic_write_json(self.path / SUMMARY, _plain(summary))
 

@@ -40,7 +40,8 @@ class RunTools:
         self.retriever = retriever
         self._searcher: Any = None
         self._own_searcher = False
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while the searcher or the executor runs; the run stage takes it too for its executions."""
 
     def _open(self) -> Any:
         if self._searcher is None:
@@ -61,13 +62,13 @@ class RunTools:
         return self._searcher
 
     def search(self, query: str, k: int) -> list[SearchResult]:
-        with self._lock:
+        with self.lock:
             hits = self._open().search_many([query], k)[0]
         return [SearchResult(h.corpus_id, h.code, float(h.score)) for h in hits[:k]]
 
     def run_tests(self, visible: tuple[str, ...], setup: str, code: str) -> list[TestOutcome]:
         job = Job(code, visible, self.config.timeout, setup)
-        with self._lock:
+        with self.lock:
             result = run_cached(self.executor, [job], self.exec_cache)[0]
         if result.infra_error:
             raise SandboxError(f"the sandbox failed ({result.infra_error}); try again")

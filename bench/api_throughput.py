@@ -1,0 +1,272 @@
+"""API throughput of `agentbench run` against a local OpenAI-compatible server with latency and 429s.
+
+    python bench/api_throughput.py [--concurrency 64] [--latency 0.5] [--every 50] [--retry-after 0.5]
+                                   [--conditions closed_book] [--limit N] [--skip-cli]
+
+The server is ``bench/stub_llm.py`` (a subprocess): every completion takes ``--latency`` seconds and every
+``--every``-th request is refused with a 429 and ``Retry-After``. The run goes through LiteLLM as a user's
+would: ``--llm openai/stub --api-base http://127.0.0.1:<port>/v1``. The ideal wall time is
+``completions x latency / concurrency`` (429s are answered at once and cost no latency). Three runs of the
+same configuration on the core pool, in a fresh ``AGENTBENCH_CACHE_DIR`` seeded with a copy of your
+embedding and execution caches (so retrieval scoring is warm) and an empty LLM-response cache each time:
+
+1. ``cold``: ``agentbench run`` as a subprocess; builds the Chroma collection and executes the generated
+   code for the first time;
+2. ``warm``: the same command again (executions and the Chroma collection now cached, LLM calls not);
+3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
+   (``_generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
+   apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
+   depend on the API.
+
+Then a baseline in the same run: the raw OpenAI SDK (``AsyncOpenAI``, the same concurrency, its own
+Retry-After handling) sending as many distinct requests to the same server, which shows what this machine
+allows a plain async client.
+
+Prints ``api_run_vs_ideal=<stage / ideal>`` (target <= 1.25, exit code 1 when missed),
+``api_whole_run_vs_ideal=<warm CLI wall / ideal>``, ``api_cold_run_vs_ideal``, ``raw_client_vs_ideal`` and
+``api_run_vs_raw_client=<stage / raw client wall>``, with the calls, 429s, retries, walls, the ideal, this
+process's CPU time per completion (stage and raw client) and the load average. Each run also checks that records.jsonl holds exactly one
+record per (query, condition) and no llm_error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stub_llm import RunningStub, running_stub  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 1.25
+
+
+def seed_cache(cache: Path) -> None:
+    """A fresh cache directory holding a copy of the user's embedding and execution stores."""
+    from agentbench.cache import EMBEDDINGS, EXECUTIONS, JSONCache, cache_dir
+
+    source = cache_dir()
+    for name in (EMBEDDINGS, EXECUTIONS):
+        if (source / name).is_dir():  # entry by entry: safe while other processes write to the store
+            with JSONCache(source / name) as src, JSONCache(cache / name) as dst:
+                dst.set_many(src.items())
+
+
+def clear_llm_cache(cache: Path) -> None:
+    from agentbench.cache import LLM_RESPONSES
+
+    shutil.rmtree(cache / LLM_RESPONSES, ignore_errors=True)
+
+
+def check_records(run_dir: Path, expected: int) -> dict[str, int]:
+    """One record per (query, condition), none an llm_error."""
+    keys = []
+    statuses: dict[str, int] = {}
+    for line in (run_dir / "records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        keys.append((rec["query_id"], rec["condition"]))
+        statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
+    problems = []
+    if len(keys) != len(set(keys)):
+        problems.append(f"{len(keys) - len(set(keys))} duplicated records")
+    if len(set(keys)) != expected:
+        problems.append(f"{len(set(keys))} records, expected {expected}")
+    if statuses.get("llm_error"):
+        problems.append(f"{statuses['llm_error']} llm_error records")
+    if problems:
+        raise SystemExit(f"{run_dir}: " + "; ".join(problems))
+    return statuses
+
+
+def run_args(args: argparse.Namespace, url: str, run_dir: Path, store_dir: Path) -> list[str]:
+    out = ["--llm", "openai/stub", "--api-base", url, "--pool", args.pool, "--conditions", args.conditions]
+    out += ["--concurrency", str(args.concurrency), "--embedder", args.embedder, "--sandbox", args.sandbox]
+    out += ["--run-dir", str(run_dir), "--store-dir", str(store_dir)]
+    if args.limit:
+        out += ["--limit", str(args.limit)]
+    return out
+
+
+def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) -> dict[str, Any]:
+    clear_llm_cache(root / "cache")
+    stub.reset()
+    run_dir = root / name
+    command = [sys.executable, "-m", "agentbench", "run", *run_args(args, stub.url, run_dir, root / "stores")]
+    env = {**os.environ, "AGENTBENCH_CACHE_DIR": str(root / "cache"), "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"agentbench run failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    stats = stub.stats()
+    n_items = json.loads((run_dir / "summary.json").read_text())
+    expected = sum(c["n"] + c["llm_errors"] + c["infra_errors"] for c in n_items["conditions"].values())
+    statuses = check_records(run_dir, expected)
+    return {"wall": wall, "stats": stats, "statuses": statuses, "records": expected}
+
+
+def stage_run(args: argparse.Namespace, stub: RunningStub, root: Path) -> dict[str, Any]:
+    """evaluate_config in this process, timing the generation stage apart from the set-up."""
+    clear_llm_cache(root / "cache")
+    stub.reset()
+    os.environ["AGENTBENCH_CACHE_DIR"] = str(root / "cache")
+    from agentbench.api import evaluate_config
+    from agentbench.pipeline import RunConfig
+
+    module = sys.modules["agentbench.pipeline.evaluate"]
+    original = module._generate_and_execute
+    spans: list[tuple[float, float]] = []
+
+    async def timed(*a: Any, **kw: Any) -> Any:  # the chunked run stage of old called it per chunk
+        started, cpu = time.perf_counter(), time.process_time()
+        try:
+            return await original(*a, **kw)
+        finally:
+            spans.append((started, time.perf_counter(), time.process_time() - cpu))
+
+    settings = dict(
+        llm="openai/stub",
+        api_base=stub.url,
+        pool=args.pool,
+        conditions=args.conditions.split(","),
+        concurrency=args.concurrency,
+        embedder=args.embedder,
+        sandbox=args.sandbox,
+        run_dir=str(root / "stage"),
+        store_dir=str(root / "stores"),
+        limit=args.limit,
+    )
+    module._generate_and_execute = timed
+    try:
+        started = time.perf_counter()
+        result = evaluate_config(RunConfig(**settings), show_progress=False)
+        wall = time.perf_counter() - started
+    finally:
+        module._generate_and_execute = original
+    stats = stub.stats()
+    statuses = check_records(root / "stage", len(result.records))
+    stage = spans[-1][1] - spans[0][0]  # first start to last end
+    cpu = sum(span[2] for span in spans)  # CPU between chunks (records, progress) is not counted
+    return {
+        "wall": wall,
+        "stage": stage,
+        "cpu": cpu,
+        "stats": stats,
+        "statuses": statuses,
+        "records": len(result.records),
+        "client": result.llm_stats,
+    }
+
+
+def raw_client(stub: RunningStub, n: int, concurrency: int) -> dict[str, Any]:
+    """The same number of distinct requests through the raw OpenAI SDK with the same concurrency."""
+    import openai
+
+    stub.reset()
+
+    async def main() -> tuple[float, float]:
+        client = openai.AsyncOpenAI(base_url=stub.url, api_key="stub", max_retries=8)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            async with sem:
+                prompt = f"request {i}\n```python\ndef f_{i}(x):\n```"
+                await client.chat.completions.create(
+                    model="stub", messages=[{"role": "user", "content": prompt}]
+                )
+
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return time.perf_counter() - started, time.process_time() - cpu
+
+    wall, cpu = asyncio.run(main())
+    return {"wall": wall, "cpu": cpu, "stats": stub.stats()}
+
+
+def describe(name: str, run: dict[str, Any], ideal: float, latency: float, concurrency: int) -> None:
+    s = run["stats"]
+    server = (s["last_reply"] or 0) - (s["first_arrival"] or 0)
+    print(
+        f"{name:6s} wall {run['wall']:7.1f} s  ideal {ideal:5.1f} s  ratio {run['wall'] / ideal:5.2f}  "
+        f"completions {s['completions']}  429s {s['rate_limited']}  retries {s['retries']}  "
+        f"repeated {s['repeated_completions']}  peak in flight {s['peak_in_flight']}  "
+        f"first request -> last reply {server:5.1f} s"
+        + (f"  statuses {run['statuses']}" if "statuses" in run else "")
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pool", default="core")
+    parser.add_argument("--conditions", default="closed_book")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--every", type=int, default=50, help="every K-th request gets a 429")
+    parser.add_argument("--retry-after", type=float, default=0.5)
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--sandbox", default="auto")
+    parser.add_argument("--skip-cli", action="store_true", help="only the in-process stage run")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+    root = Path(tempfile.mkdtemp(prefix="api-throughput-"))
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; scratch {root}")
+    started = time.perf_counter()
+    seed_cache(root / "cache")
+    print(f"seeded the embedding and execution caches in {time.perf_counter() - started:.1f} s")
+    per = dict(latency=args.latency, every=args.every, retry_after=args.retry_after)
+    print(
+        f"stub: {args.latency} s per completion, every {args.every}th request a 429 with Retry-After "
+        f"{args.retry_after} s; --concurrency {args.concurrency}, conditions {args.conditions}"
+    )
+    try:
+        with running_stub(**per) as stub:
+            runs: dict[str, dict[str, Any]] = {}
+            if not args.skip_cli:
+                runs["cold"] = cli_run(args, stub, root, "cold")
+                runs["warm"] = cli_run(args, stub, root, "warm")
+            runs["stage"] = stage_run(args, stub, root)
+            completions = runs["stage"]["stats"]["completions"]
+            ideal = completions * args.latency / args.concurrency
+            runs["raw"] = raw_client(stub, completions, args.concurrency)
+        for name, run in runs.items():
+            describe(name, run, ideal, args.latency, args.concurrency)
+        stage, raw = runs["stage"], runs["raw"]
+        print(
+            f"stage: set-up before generation {stage['wall'] - stage['stage']:.1f} s, generation stage "
+            f"{stage['stage']:.1f} s; client: {stage['client']}"
+        )
+        print(
+            f"CPU of this process per completion: generation stage {stage['cpu'] / completions * 1000:.1f} ms "
+            f"(LiteLLM, the run stage, executions, records), raw OpenAI SDK {raw['cpu'] / completions * 1000:.1f} ms; "
+            f"the ideal allows {args.latency / args.concurrency * 1000:.1f} ms of one core per completion"
+        )
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        ratio = stage["stage"] / ideal
+        print(f"calls={completions} retries={stage['stats']['retries']} ideal={ideal:.2f}")
+        print(f"api_run_vs_ideal={ratio:.3f}")
+        if "warm" in runs:
+            print(f"api_whole_run_vs_ideal={runs['warm']['wall'] / ideal:.3f}")
+            print(f"api_cold_run_vs_ideal={runs['cold']['wall'] / ideal:.3f}")
+        print(f"raw_client_vs_ideal={raw['wall'] / ideal:.3f}")
+        print(f"api_run_vs_raw_client={stage['stage'] / raw['wall']:.3f}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    sys.exit(0 if ratio <= TARGET else 1)
+
+
+if __name__ == "__main__":
+    main()

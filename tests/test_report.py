@@ -412,3 +412,38 @@ def test_compare_on_real_run_and_its_retrieval_file(run_dir: Path, tmp_path: Pat
     rows = compare_sources(load_sources([results_file, run_dir]))
     assert [r.metric for r in rows] == ["exec@1", "exec@3", "exec@5", "exec@10"]
     assert all(r.difference == 0 and r.p_value == 1.0 for r in rows)
+
+
+def test_terminal_tables_show_each_interval_once():
+    """The conditions table's CI column holds the interval alone, and attribution counts keep theirs
+    (a second ``_ci`` helper once shadowed the first: the column repeated the pass rate and every
+    attribution count lost its interval)."""
+    from agentbench.analysis.report import _condition_rows, attribution_rows
+
+    summary = {
+        "conditions": {"rag": {"n": 10, "passed": 3, "pass_rate": 0.3, "ci95": [0.11, 0.6], "llm_errors": 0}},
+        "attribution": {
+            "retrieval_induced_failures": {
+                "n": 10,
+                "count": 2,
+                "rate": 0.2,
+                "ci95": [0.0, 0.5],
+                "p_value": 0.5,
+            },
+            **{
+                key: {"n": 0, "reason": "not measured"}
+                for key in (
+                    "retrieval_rescues",
+                    "net_effect_of_retrieval",
+                    "cost_of_buggy_context",
+                    "value_of_right_context",
+                )
+            },
+            "retrieval_share_of_oracle_gain": {"share": None, "reason": "no gain"},
+            "decomposition": {"reason": "no rag"},
+        },
+    }
+    (row,) = _condition_rows(summary)
+    assert row[4] == "[0.11, 0.60]"
+    cells = dict(attribution_rows(summary))
+    assert any("2/10 = 0.200 [0.00, 0.50]" in cell for cell in cells.values()), cells

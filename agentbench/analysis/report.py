@@ -136,7 +136,7 @@ def attribution_rows(summary: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def _ci(p: dict) -> str:
+def _rate_ci(p: dict) -> str:
     if not p or p.get("pass_rate") is None:
         return "-"
     lo, hi = p["ci95"]
@@ -183,8 +183,8 @@ def agent_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
         ],
         ["tokens per task", *num("tokens_per_task", "{:.0f}")],
         ["cost per task (USD)", *num("cost_usd_per_task", "{:.4f}")],
-        ["repair under buggy context", *[_ci(agent[c]["repair"]) for c in names]],
-        ["bug inheritance of its failures", *[_ci(agent[c]["bug_inheritance"]) for c in names]],
+        ["repair under buggy context", *[_rate_ci(agent[c]["repair"]) for c in names]],
+        ["bug inheritance of its failures", *[_rate_ci(agent[c]["bug_inheritance"]) for c in names]],
     ]
     return header, rows
 

@@ -66,18 +66,7 @@ def _subset(n: int, out: Path) -> Path:
     from agentbench.pools import load_pool, write_pool
 
     core = load_pool("core")
-    queries = core.queries[:n]
-    keep = {c for q in queries for c in (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids)}
-    qids = {q.query_id for q in queries}
-    pool = core.model_copy(
-        update={
-            "queries": queries,
-            "corpus": [s for s in core.corpus if s.corpus_id in keep],
-            "distractors": [d for d in core.distractors if d.query_id in qids and d.corpus_id in keep],
-            "exec_cache": [],
-        }
-    )
-    write_pool(pool, out)
+    write_pool(core.only(core.queries[:n]), out)
     return out
 
 

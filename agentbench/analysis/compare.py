@@ -47,7 +47,16 @@ __all__ = [
     "compare_sources",
     "scoring",
     "N_RESAMPLES",
+    "format_p",
 ]
+
+
+def format_p(p: float | None) -> str:
+    """A p-value for a table: three significant digits, scientific below 0.001, ``-`` when undefined."""
+    if p is None:
+        return "-"
+    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
+
 
 N_RESAMPLES = 5000
 TOP_RESULTS = 10  # per query in a retrieval results file (agentbench.retrieval.evaluate.TOP_RESULTS)

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..files import atomic_write_json, atomic_write_text, read_json_object
 from ..models import Record
 from ..pipeline.matrix import MANIFEST
-from .compare import N_RESAMPLES, compare_sources, load_run, run_source, scoring
+from .compare import N_RESAMPLES, compare_sources, format_p, load_run, run_source, scoring
 
 __all__ = [
     "LEADERBOARD_VERSION",
@@ -184,12 +184,6 @@ def _interval(ci: list[float] | None, signed: bool = False) -> str:
     return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if signed else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-def _p(p: float | None) -> str:
-    if p is None:
-        return "-"
-    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
-
-
 def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     """The leaderboard as text cells (terminal and HTML): one row per combination, ranked."""
     metric = board.primary_metric
@@ -225,7 +219,7 @@ def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
             cells += [
                 ("-" if diff is None else f"{diff:+.3f}") + "\n" + _interval(d.get("ci95"), signed=True),
                 f"{d.get('baseline_only', 0)}/{d.get('other_only', 0)}",
-                _p(d.get("p_value")),
+                format_p(d.get("p_value")),
             ]
         rows.append(cells)
     return header, rows
@@ -281,7 +275,7 @@ def render_leaderboard_html(board: Leaderboard) -> str:
                             "-" if d["difference"] is None else f"{d['difference']:+.3f}",
                             _interval(d["ci95"], signed=True),
                             f"{d['baseline_only']}/{d['other_only']}",
-                            _p(d["p_value"]),
+                            format_p(d["p_value"]),
                         ]
                         for metric, d in r.vs_baseline.items()
                     ],

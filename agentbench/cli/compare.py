@@ -20,12 +20,6 @@ def _f(x: float | None, signed: bool = False) -> str:
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
-def _p(p: float | None) -> str:
-    if p is None:
-        return "-"
-    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
-
-
 def compare(
     sources: Annotated[
         list[Path],
@@ -41,7 +35,7 @@ def compare(
     ] = OutputFormat.table,
 ) -> None:
     """Compare runs on the queries they share: difference, exact McNemar p and paired-bootstrap 95% CI."""
-    from ..analysis.compare import compare_sources, load_sources
+    from ..analysis.compare import compare_sources, format_p, load_sources
 
     loaded = load_sources(sources)
     rows = compare_sources(loaded, seed=seed, n_resamples=resamples)
@@ -75,7 +69,7 @@ def compare(
                 _f(r.difference, signed=True),
                 ci,
                 f"{r.baseline_only}/{r.other_only}",
-                _p(r.p_value),
+                format_p(r.p_value),
                 style="bold" if r.p_value is not None and r.p_value < 0.05 else None,
             )
         console.print(table)

@@ -118,3 +118,17 @@ class Pool(BaseModel):
 
     def distractor_meta(self) -> dict[str, DistractorMeta]:
         return {d.corpus_id: d for d in self.distractors}
+
+    def only(self, queries: list[Query]) -> Pool:
+        """A small pool of ``queries`` with only their own snippets and distractor rows (for tests and
+        benchmarks that should not embed a whole corpus); no execution-cache rows."""
+        keep = {cid for q in queries for cid in (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids)}
+        qids = {q.query_id for q in queries}
+        return self.model_copy(
+            update={
+                "queries": list(queries),
+                "corpus": [s for s in self.corpus if s.corpus_id in keep],
+                "distractors": [d for d in self.distractors if d.query_id in qids and d.corpus_id in keep],
+                "exec_cache": [],
+            }
+        )

@@ -75,10 +75,12 @@ def test_time_off_the_cpu_does_not_count_until_the_wall_clock_limit() -> None:
     process, docker = _both(jobs)
     assert [r.results for r in process] == [r.results for r in docker]
     assert [r.results for r in docker] == [["pass"], ["pass", "TIMEOUT"], ["TIMEOUT"]]
-    for res in (process[1], docker[1]):
-        assert WALL_LIMIT_FACTOR - 0.1 < res.duration < WALL_LIMIT_FACTOR + 2
-    for res in (process[2], docker[2]):  # busy: timed out by CPU time, long before the wall-clock limit
-        assert res.duration < 2
+    # No upper bounds on wall time (a loaded machine stretches it); what tells the two limits apart is CPU.
+    for res in (process[1], docker[1]):  # asleep: timed out by idle time, never before 3x its limit
+        assert res.duration > WALL_LIMIT_FACTOR - 0.1
+        assert res.cpu_seconds is not None and res.cpu_seconds < 0.5
+    for res in (process[2], docker[2]):  # busy: timed out by the CPU time it used
+        assert res.cpu_seconds is not None and res.cpu_seconds >= 0.9
 
 
 @pytest.mark.docker

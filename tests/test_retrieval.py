@@ -37,7 +37,11 @@ VENV_BIN = ROOT / ".venv" / "bin"
 AGENTBENCH_BIN = (
     str(VENV_BIN / "agentbench") if (VENV_BIN / "agentbench").exists() else shutil.which("agentbench")
 )
-CHROMA_BIN = str(VENV_BIN / "chroma") if (VENV_BIN / "chroma").exists() else shutil.which("chroma")
+# the chroma CLI comes with the chromadb package, next to the interpreter running the tests
+CHROMA_BIN = next(
+    (str(b / "chroma") for b in (Path(sys.executable).parent, VENV_BIN) if (b / "chroma").exists()),
+    shutil.which("chroma"),
+)
 
 
 def cli(
@@ -359,6 +363,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def chroma_server(tmp_path_factory):
     if not CHROMA_BIN:
+        if os.environ.get("CI"):
+            pytest.fail("the chroma CLI (from the chromadb package) is required in CI")
         pytest.skip("the chroma CLI is not installed")
     root = tmp_path_factory.mktemp("chroma-server")
     port = _free_port()

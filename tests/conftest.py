@@ -76,3 +76,14 @@ def core_subset(n: int, out: Path) -> Path:
     core = load_pool("core")
     write_pool(core.only(core.queries[:n]), out)
     return out
+
+
+def require_docker() -> None:
+    """Skip a Docker test where there is no engine or image; in CI (``CI`` set) fail instead."""
+    from agentbench.execution.select import docker_status
+
+    reason = docker_status()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"Docker is required in CI: {reason}")
+        pytest.skip(reason)

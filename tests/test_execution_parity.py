@@ -21,7 +21,7 @@ import pytest
 from agentbench.execution import Job, ProcessExecutor
 from agentbench.execution.harness import WALL_LIMIT_FACTOR
 
-from .test_sandbox_docker import _require_docker
+from .conftest import require_docker
 
 BYTE_SWAP_MUTANT = (
     "def byte_swap_32(n):\n    if n < 0 or n > 0xFFFFFFFF:\n        return None\n"
@@ -45,7 +45,7 @@ LOOP = Job("while True:\n    pass\n", ("assert True",), 4)
 
 
 def _docker(**kwargs):
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import DockerExecutor
 
     return DockerExecutor(**kwargs)

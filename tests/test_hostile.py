@@ -21,6 +21,8 @@ import pytest
 from agentbench.execution import ExecResult, Job
 from agentbench.execution.base import OUTPUT_LIMIT
 
+from .conftest import require_docker
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-agentbench-hostile-0123456789abcdef"
 OUTSIDE = ("/etc/agentbench_pwned", "/etc/agentbench_pickle", str(ROOT / "agentbench_pwned"))
@@ -286,16 +288,6 @@ class Outcome:
     leaks: list[str]
 
 
-def _require_docker() -> None:
-    from agentbench.execution.select import docker_status
-
-    reason = docker_status()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"Docker is required in CI: {reason}")
-        pytest.skip(reason)
-
-
 def _descendants() -> list[str]:
     """Live processes started (directly or not) by this test process, with their command lines."""
     parent: dict[int, int] = {}
@@ -357,7 +349,7 @@ def _api_key_in_host_environment():
 
 def _outcome(kind: str, outcomes: dict[str, Outcome]) -> Outcome:
     if kind == "docker":
-        _require_docker()
+        require_docker()
     if kind not in outcomes:
         before = set(_descendants())  # e.g. multiprocessing's resource tracker from other test modules
         if kind == "docker":

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.execution import Job, ProcessExecutor, select
+from agentbench.execution import Job, ProcessExecutor
 
-from .conftest import ROOT, core_subset, run_cli
+from .conftest import ROOT, core_subset, require_docker, run_cli
 
 ray = pytest.importorskip("ray", reason="the ray extra is part of `all`: pip install -e '.[all,test]'")
 
@@ -191,14 +191,6 @@ def ray_cluster():
         cluster.stop()
 
 
-def _require_docker() -> None:
-    reason = select.docker_status()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"Docker is required in CI: {reason}")
-        pytest.skip(reason)
-
-
 def _core_tasks(tmp_path: Path, n: int) -> Path:
     """The first ``n`` tasks of one core source file, as a source file of their own."""
     tasks = tomllib.loads((ROOT / "agentbench/pools/core/sources/bit_manipulation.toml").read_text())["task"]
@@ -231,7 +223,7 @@ def _jobs(n_queries: int) -> list[Job]:
 @pytest.mark.slow
 @pytest.mark.docker
 def test_pool_build_on_the_cluster_is_byte_identical_and_uses_both_nodes(ray_cluster, tmp_path: Path) -> None:
-    _require_docker()
+    require_docker()
     src = _core_tasks(tmp_path, 2)
     outs = {}
     for name, extra in (("local", []), ("ray", ["--ray", ray_cluster.address])):
@@ -347,8 +339,6 @@ def test_retrieval_scoring_and_reranking_on_the_cluster_match_a_local_run(
 
 @pytest.mark.slow
 def test_pool_validate_execute_on_the_cluster(ray_cluster, tmp_path: Path) -> None:
-    from .conftest import core_subset
-
     pool = core_subset(2, tmp_path / "pool")
     outs = {}
     for name, extra in (("local", []), ("ray", ["--ray", ray_cluster.address])):

@@ -18,23 +18,15 @@ from agentbench.errors import SandboxError
 from agentbench.execution import Job, ProcessExecutor, make_executor, select
 from agentbench.execution.image import apt_mirror
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, require_docker, run_cli
 
 ADD = "def add(a, b):\n    return a + b\n"
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 
-def _require_docker() -> None:
-    reason = select.docker_status()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"Docker is required in CI: {reason}")
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def docker_executor():
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import DockerExecutor
 
     ex = DockerExecutor(workers=2, hang_grace=3)
@@ -192,7 +184,7 @@ def test_hung_worker_becomes_an_infra_error(docker_executor) -> None:
 
 @pytest.mark.docker
 def test_missing_image_says_how_to_build_it() -> None:
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import DockerExecutor
 
     with pytest.raises(SandboxError, match="agentbench sandbox build --offline"):
@@ -201,7 +193,7 @@ def test_missing_image_says_how_to_build_it() -> None:
 
 @pytest.mark.docker
 def test_auto_picks_docker_when_available() -> None:
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import DockerExecutor
 
     with make_executor("auto", workers=1) as ex:
@@ -210,7 +202,7 @@ def test_auto_picks_docker_when_available() -> None:
 
 @pytest.mark.docker
 def test_close_leaves_no_containers() -> None:
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import LABEL, DockerExecutor
     from agentbench.execution.engine import connect
 
@@ -226,7 +218,7 @@ def test_close_leaves_no_containers() -> None:
 
 @pytest.mark.docker
 def test_cli_exec_and_check_with_docker(tmp_path: Path) -> None:
-    _require_docker()
+    require_docker()
     (tmp_path / "code.py").write_text(ADD + "print('hi')\n")
     (tmp_path / "tests.txt").write_text("assert add(1, 2) == 3\n")
     args = ["sandbox", "exec", "--code", str(tmp_path / "code.py"), "--tests", str(tmp_path / "tests.txt")]
@@ -241,7 +233,7 @@ def test_cli_exec_and_check_with_docker(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_a_long_job_frees_its_slot_for_an_overflow_container() -> None:
-    _require_docker()
+    require_docker()
     from agentbench.execution.container import DockerExecutor
 
     loop = Job("while True:\n    pass\n", ("assert True",), timeout=3)

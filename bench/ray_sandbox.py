@@ -65,6 +65,11 @@ def own_pids(marks: list[str]) -> list[int]:
                 continue
             if any(m in cmd for m in marks):
                 roots.append(int(entry))
+    return with_descendants(roots)
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them (read from /proc), to stop a Ray node and all it started."""
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -73,7 +78,7 @@ def own_pids(marks: list[str]) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             kids.setdefault(ppid, []).append(int(entry))
-    out, stack = [], roots
+    out, stack = [], list(pids)
     while stack:
         pid = stack.pop()
         if pid not in out:

@@ -27,6 +27,9 @@ from agentbench.execution import Job, ProcessExecutor
 
 from .conftest import ROOT, core_subset, require_docker, run_cli
 
+sys.path.insert(0, str(ROOT / "bench"))
+from ray_sandbox import with_descendants  # noqa: E402  (the benchmark stops its cluster the same way)
+
 ray = pytest.importorskip("ray", reason="the ray extra is part of `all`: pip install -e '.[all,test]'")
 
 RAY = [str(Path(sys.executable).with_name("ray"))]
@@ -48,28 +51,6 @@ def _cmdline(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return []
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
-def _with_descendants(pids: list[int]) -> list[int]:
-    kids, out, stack = _children(), [], list(pids)
-    while stack:
-        pid = stack.pop()
-        if pid not in out:
-            out.append(pid)
-            stack.extend(kids.get(pid, []))
-    return out
 
 
 def _kill(pids: list[int]) -> None:
@@ -160,7 +141,7 @@ class LocalCluster:
             return pid != os.getpid() and (self.temp in cmd or f"--address={self.address}" in cmd)
 
         roots = [int(p) for p in os.listdir("/proc") if p.isdigit() and ours(int(p))]
-        return _with_descendants(roots)
+        return with_descendants(roots)
 
     def kill_node2(self) -> list[int]:
         """SIGKILL the second node's raylet and everything under it (its workers and their jobs)."""
@@ -171,7 +152,7 @@ class LocalCluster:
             if (cmd := _cmdline(pid)) and cmd[0].endswith("/raylet") and flag in cmd
         ]
         assert raylets, f"no raylet for {self.node2_ip}"
-        victims = _with_descendants(raylets)
+        victims = with_descendants(raylets)
         _kill(victims)
         return raylets
 

@@ -9,7 +9,7 @@ import os
 import warnings
 from types import ModuleType
 
-__all__ = ["litellm_module", "offline_defaults", "register_provider"]
+__all__ = ["in_process_provider", "litellm_module", "offline_defaults", "plain_litellm", "register_provider"]
 
 _local_registered = False
 
@@ -29,6 +29,22 @@ def _import() -> ModuleType:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
+
+
+def plain_litellm() -> ModuleType:
+    """LiteLLM with the offline defaults, without registering the ``local`` provider (worker processes
+    of :mod:`.llm_processes` serve API models only)."""
+    return _import()
+
+
+def in_process_provider(model: str) -> bool:
+    """Whether ``model`` is served by a handler registered in this process (``local/``, a test's
+    scripted provider): worker processes would not know it."""
+    provider = model.split("/", 1)[0]
+    if provider == "local":
+        return True
+    litellm = _import()
+    return any(p.get("provider") == provider for p in litellm.custom_provider_map)
 
 
 def litellm_module() -> ModuleType:

@@ -30,8 +30,10 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import ConfigError, ModelError
+from ._litellm import in_process_provider
 from .cache import ResponseCache, cache_key
 from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
+from .llm_processes import LLMProcessPool, RemoteCallError, process_pool
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
 
@@ -130,6 +132,8 @@ def retry_after(exc: BaseException | None) -> float | None:
     HTTP date is ignored), from the response headers LiteLLM keeps on its exceptions; None if absent."""
     if exc is None:
         return None
+    if isinstance(exc, RemoteCallError):
+        return exc.retry_after
     headers = getattr(exc, "litellm_response_headers", None)
     if headers is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
@@ -150,7 +154,67 @@ def retry_after(exc: BaseException | None) -> float | None:
 
 def _describe(exc: BaseException) -> str:
     message = " ".join(str(exc).split()) or repr(exc)
-    return redact(f"{type(exc).__name__}: {message}")[:500]
+    name = exc.type_name if isinstance(exc, RemoteCallError) else type(exc).__name__
+    return redact(f"{name}: {message}")[:500]
+
+
+def error_kind(litellm: Any, exc: BaseException) -> str:
+    """How a call's exception is handled: ``provider_fatal`` (a provider of ours raised a
+    :class:`ModelError`), ``auth`` and ``fatal`` (doom every request), ``transient`` (retried),
+    ``per_request`` (recorded as ``llm_error``) or ``other`` (a bug: raised). A worker process's
+    :class:`RemoteCallError` carries the kind its worker found."""
+    if isinstance(exc, RemoteCallError):
+        return exc.kind
+    if _provider_fatal(exc) is not None:
+        return "provider_fatal"
+    fatal, transient, per_request = _exception_classes(litellm)
+    if isinstance(exc, litellm.exceptions.AuthenticationError):
+        return "auth"
+    if isinstance(exc, fatal):
+        return "fatal"
+    if isinstance(exc, transient):
+        return "transient"
+    if isinstance(exc, per_request):
+        return "per_request"
+    return "other"
+
+
+def completion_fields(litellm: Any, response: Any, *, priced: bool) -> dict[str, Any]:
+    """What a run keeps of a LiteLLM response (plain JSON, so a worker process can send it): text, tool
+    calls, token counts, the cost LiteLLM priced (when ``priced``; 0 for models missing from its cost map)
+    and, for ``local/`` models, the seconds the model was busy."""
+    choice = response.choices[0]
+    calls = [
+        {
+            "id": str(getattr(c, "id", "") or ""),
+            "name": str(getattr(c.function, "name", "") or ""),
+            "arguments": str(getattr(c.function, "arguments", "") or ""),
+        }
+        for c in (getattr(choice.message, "tool_calls", None) or [])
+        if getattr(c, "function", None) is not None
+    ]
+    usage = getattr(response, "usage", None)
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = 0.0
+    if priced:
+        # LiteLLM priced the response already (pricing it again costs ms of CPU per call, a cap on
+        # throughput at high concurrency); models missing from the cost map cost "unknown" = 0
+        try:
+            if isinstance(hidden, dict) and "response_cost" in hidden:
+                cost = float(hidden["response_cost"] or 0.0)
+            else:
+                cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception:
+            cost = 0.0
+    busy = hidden.get("generation_seconds") if isinstance(hidden, dict) else None
+    return {
+        "text": getattr(choice.message, "content", None) or "",
+        "tool_calls": calls,
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "cost_usd": cost,
+        "busy_seconds": float(busy) if isinstance(busy, int | float) else None,
+    }
 
 
 class PerLoopSemaphore:
@@ -193,6 +257,7 @@ class LLMClient:
         max_backoff_s: float = 60.0,
         timeout_s: float = 600.0,
         cache: ResponseCache | str | Path | bool = True,
+        processes: int = 0,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
@@ -226,6 +291,10 @@ class LLMClient:
         self._in_flight: dict[str, asyncio.Future[LLMResult]] = {}
         """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
+        self.processes = processes
+        """Worker processes making the calls (:mod:`.llm_processes`); 0, or a model served by a handler
+        registered in this process, keeps them in this process."""
+        self._pool: LLMProcessPool | None = None
 
     @property
     def is_local(self) -> bool:
@@ -254,6 +323,8 @@ class LLMClient:
             from .local import load_local_model
 
             await asyncio.to_thread(load_local_model, self.model)
+        if not self._ready and self.processes > 0 and not in_process_provider(self.model):
+            self._pool = process_pool(self.processes)
         self._ready = True
         return litellm
 
@@ -329,18 +400,15 @@ class LLMClient:
         delay = wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
         return delay * (0.5 + random.random() / 2)
 
-    def _retrying(self, fatal: tuple[type, ...], transient: tuple[type, ...]) -> AsyncRetrying:
+    def _retrying(self, litellm: Any) -> AsyncRetrying:
         """Up to ``max_retries`` retries of transient provider errors; anything else ends the loop at once
         (a provider's own :class:`ModelError`, which LiteLLM may wrap in a transient class, included)."""
-
-        def is_transient(exc: BaseException) -> bool:
-            return isinstance(exc, transient) and not isinstance(exc, fatal) and _provider_fatal(exc) is None
 
         def count_retry(_: RetryCallState) -> None:
             self.stats.retries += 1
 
         return AsyncRetrying(
-            retry=retry_if_exception(is_transient),
+            retry=retry_if_exception(lambda exc: error_kind(litellm, exc) == "transient"),
             stop=stop_after_attempt(self.max_retries + 1),
             wait=self._backoff,
             sleep=_sleep,
@@ -353,7 +421,6 @@ class LLMClient:
     ) -> LLMResult:
         """The provider's answer, each attempt holding a concurrency slot only while it is in flight
         (the wait before a retry does not)."""
-        fatal, transient, per_request = _exception_classes(litellm)
         kwargs: dict[str, Any] = dict(self.params)
         if tools:
             kwargs["tools"] = tools
@@ -361,37 +428,44 @@ class LLMClient:
             kwargs["api_base"] = self.api_base
         if self._api_key:
             kwargs["api_key"] = self._api_key
+        kwargs.update(
+            model=self.model,
+            messages=messages,
+            timeout=self.timeout_s,
+            num_retries=0,  # retries are ours (above), not LiteLLM's
+            drop_params=True,
+        )
         started = time.perf_counter()
         attempts = 0
         try:
-            async for attempt in self._retrying(fatal, transient):
+            async for attempt in self._retrying(litellm):
                 with attempt:
                     async with self._semaphore():
                         attempts = attempt.retry_state.attempt_number
-                        response = await litellm.acompletion(
-                            model=self.model,
-                            messages=messages,
-                            timeout=self.timeout_s,
-                            num_retries=0,  # retries are ours (above), not LiteLLM's
-                            drop_params=True,
-                            **kwargs,
-                        )
+                        if self._pool is not None:
+                            fields = await self._pool.complete(kwargs)
+                        else:
+                            response = await litellm.acompletion(**kwargs)
+                            fields = completion_fields(litellm, response, priced=not self.is_local)
         except Exception as exc:
-            if (ours := _provider_fatal(exc)) is not None:  # e.g. the local model's process died
-                raise ours from None
-            if isinstance(exc, fatal):
+            kind = error_kind(litellm, exc)
+            if kind == "provider_fatal":  # e.g. the local model's process died
+                raise (_provider_fatal(exc) or ModelError(f"{self.model}: {_describe(exc)}")) from None
+            if kind in ("auth", "fatal"):
                 hint = ""
-                if self._placeholder_key and isinstance(exc, litellm.exceptions.AuthenticationError):
+                if self._placeholder_key and kind == "auth":
                     hint = f" (no API key was sent to {self.api_base}: export {key_variable(self.model)})"
                 raise ModelError(f"{self.model}: {_describe(exc)}{hint}") from exc
-            if isinstance(exc, transient):  # still failing after the retries
+            if kind == "transient":  # still failing after the retries
                 return self._error(exc, attempts, started)
-            if not isinstance(exc, per_request):
+            if kind == "other":
+                if isinstance(exc, RemoteCallError):  # a bug behind the call, raised in a worker
+                    raise ModelError(f"{self.model}: {_describe(exc)}") from exc
                 raise
             if "LLM Provider NOT provided" in str(exc):  # unknown model string (check() not called)
                 raise ModelError(f"unknown model {self.model!r}: LiteLLM cannot tell its provider") from exc
             return self._error(exc, attempts, started)  # e.g. context window exceeded, content filtered
-        return self._result(litellm, response, attempts, started)
+        return self._result(fields, attempts, started)
 
     def _error(self, exc: BaseException, attempts: int, started: float) -> LLMResult:
         self.stats.errors += 1
@@ -399,48 +473,21 @@ class LLMClient:
             model=self.model, error=_describe(exc), attempts=attempts, latency_s=time.perf_counter() - started
         )
 
-    def _result(self, litellm: Any, response: Any, attempts: int, started: float) -> LLMResult:
-        choice = response.choices[0]
-        text = getattr(choice.message, "content", None) or ""
-        calls = [
-            ToolCall(
-                id=str(getattr(c, "id", "") or ""),
-                name=str(getattr(c.function, "name", "") or ""),
-                arguments=str(getattr(c.function, "arguments", "") or ""),
-            )
-            for c in (getattr(choice.message, "tool_calls", None) or [])
-            if getattr(c, "function", None) is not None
-        ]
-        usage = getattr(response, "usage", None)
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = 0.0
-        hidden = getattr(response, "_hidden_params", None) or {}
-        if not self.is_local:
-            # LiteLLM priced the response already (pricing it again costs ms of CPU per call, a cap on
-            # throughput at high concurrency); models missing from the cost map cost "unknown" = 0
-            try:
-                if isinstance(hidden, dict) and "response_cost" in hidden:
-                    cost = float(hidden["response_cost"] or 0.0)
-                else:
-                    cost = float(litellm.completion_cost(completion_response=response) or 0.0)
-            except Exception:
-                cost = 0.0
-        busy = hidden.get("generation_seconds") if isinstance(hidden, dict) else None
-        latency = float(busy) if isinstance(busy, int | float) else time.perf_counter() - started
+    def _result(self, fields: dict[str, Any], attempts: int, started: float) -> LLMResult:
+        busy = fields["busy_seconds"]
         self.stats.calls += 1
-        self.stats.prompt_tokens += prompt_tokens
-        self.stats.completion_tokens += completion_tokens
-        self.stats.cost_usd += cost
+        self.stats.prompt_tokens += fields["prompt_tokens"]
+        self.stats.completion_tokens += fields["completion_tokens"]
+        self.stats.cost_usd += fields["cost_usd"]
         return LLMResult(
             model=self.model,
-            text=text,
-            tool_calls=calls,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=cost,
+            text=fields["text"],
+            tool_calls=[ToolCall(**call) for call in fields["tool_calls"]],
+            prompt_tokens=fields["prompt_tokens"],
+            completion_tokens=fields["completion_tokens"],
+            cost_usd=fields["cost_usd"],
             attempts=attempts,
-            latency_s=latency,
+            latency_s=busy if busy is not None else time.perf_counter() - started,
         )
 
     def close(self) -> None:

@@ -91,6 +91,14 @@ def run(
     limit: LimitOpt = DEFAULTS["limit"],
     sample: SampleOpt = DEFAULTS["sample"],
     concurrency: Annotated[int, typer.Option(help="Concurrent LLM requests.")] = 4,
+    llm_processes: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker processes making the API calls (0: in this process). Default: none below "
+            "--concurrency 16, else one per 32 requests in flight, at most one per core.",
+            show_default="auto",
+        ),
+    ] = None,
     run_dir: Annotated[
         str | None,
         typer.Option(
@@ -154,6 +162,7 @@ def run(
         limit=limit,
         sample=sample,
         concurrency=concurrency,
+        llm_processes=llm_processes,
         seed=seed,
         prompt=prompt,
         api_base=api_base,

@@ -28,6 +28,7 @@ RUN_SCHEMA_VERSION = 1
 _NOT_OUTPUT_AFFECTING = {
     "schema_version",
     "concurrency",
+    "llm_processes",
     "run_dir",
     "resume",
     "sandbox_workers",
@@ -51,6 +52,9 @@ class RunConfig(RetrievalSettings):
     conditions: tuple[str, ...] = DEFAULT_CONDITIONS
     k: int = 1
     concurrency: int = 4
+    llm_processes: int | None = None
+    """Worker processes making API calls (:mod:`agentbench.agent.llm_processes`); None: chosen from
+    ``concurrency`` and the cores. Local and in-process providers always run in this process."""
     prompt: str | None = None
     api_base: str | None = None
     temperature: float = 0.0
@@ -102,6 +106,8 @@ class RunConfig(RetrievalSettings):
             raise ConfigError(f"--k must be at least 1, got {self.k}")
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.llm_processes is not None and self.llm_processes < 0:
+            raise ConfigError(f"--llm-processes must be 0 or more, got {self.llm_processes}")
         for name in ("max_turns", "max_tool_calls", "max_agent_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
+from ..agent.llm_processes import auto_processes
 from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError, ModelError
 from ..execution import ExecResult, Executor, Job, make_executor
@@ -409,6 +410,9 @@ def _make_agent(
         max_tokens=config.max_tokens,
         seed=config.seed,
         concurrency=config.concurrency,
+        processes=(
+            auto_processes(config.concurrency) if config.llm_processes is None else config.llm_processes
+        ),
     )
     client.check()  # missing API key or unknown model: fail before any work
     built = Agent(client, prompt=config.prompt, budget=config.budget())

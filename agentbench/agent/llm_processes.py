@@ -1,0 +1,205 @@
+"""LiteLLM calls spread over worker processes (:mod:`.llm_worker`).
+
+At ``--concurrency 64`` against an API answering in 0.5 s, a run has 7.8 ms of one core per completion;
+LiteLLM alone takes about 5 ms of it, so in one process the run is CPU-bound, not API-bound. Worker
+processes make the calls on the other cores while the run's own process keeps prompts, caching, retries
+and records. Only the call itself crosses: retries, the response cache and the statistics stay in
+:class:`~agentbench.agent.llm.LLMClient`, so results are the same with or without workers.
+
+One pool per process, shared by every client (a matrix's models too): the workers are stateless, each
+request carrying its full ``acompletion`` arguments. A worker that dies fails its pending requests as
+transient errors (the client retries them) and is replaced at the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LLMProcessPool", "RemoteCallError", "auto_processes", "process_pool"]
+
+
+class RemoteCallError(Exception):
+    """A LiteLLM exception raised in a worker, as the client needs to classify and report it."""
+
+    def __init__(self, kind: str, type_name: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """:func:`~agentbench.agent.llm.error_kind` of the original exception."""
+        self.type_name = type_name
+        self.retry_after = retry_after
+
+
+def auto_processes(concurrency: int, cores: int | None = None) -> int:
+    """Worker processes for API calls when the user did not choose: none below 16 requests in flight
+    (one process keeps up), else one per 32 in flight, at most one per core."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
+    if concurrency < 16:
+        return 0
+    return max(1, min(cores, concurrency // 32))
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agentbench.agent.llm_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+        )
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._ids = itertools.count()
+        self._exited: dict[str, Any] | None = None
+        """The error every request gets once the child has exited."""
+        # pipe writes can block while the child is busy: never on the caller's event loop
+        threading.Thread(target=self._write, daemon=True).start()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    @property
+    def load(self) -> int:
+        return len(self._pending)
+
+    async def call(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        request_id = next(self._ids)
+        with self._lock:
+            if self._exited is not None:
+                _settle(future, self._exited)
+            else:
+                self._pending[request_id] = (loop, future)
+        self._outbox.put(json.dumps({"id": request_id, "kwargs": kwargs}).encode() + b"\n")
+        try:
+            return await future
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+
+    def _write(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        while (data := self._outbox.get()) is not None:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except OSError:  # the child died: _read fails what is pending
+                return
+        try:
+            stdin.close()
+        except OSError:
+            pass
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        for line in stdout:
+            message = json.loads(line)
+            with self._lock:
+                entry = self._pending.pop(message["id"], None)
+            if entry is not None:
+                entry[0].call_soon_threadsafe(_settle, entry[1], message)
+        code = self.process.wait()
+        self._stderr.seek(0)
+        tail = " ".join(self._stderr.read().decode(errors="replace").split()[-30:])
+        died = {
+            "ok": False,
+            "kind": "transient",
+            "type": "LLMWorkerExited",
+            "message": f"a LiteLLM worker process exited with code {code}" + (f": {tail}" if tail else ""),
+            "retry_after": 0.0,
+        }
+        with self._lock:
+            pending, self._pending, self._exited = self._pending, {}, died
+        for loop, future in pending.values():
+            loop.call_soon_threadsafe(_settle, future, died)
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _settle(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) -> None:
+    if future.done():  # the caller was cancelled
+        return
+    if message["ok"]:
+        future.set_result(message["fields"])
+    else:
+        future.set_exception(
+            RemoteCallError(message["kind"], message["type"], message["message"], message.get("retry_after"))
+        )
+
+
+class LLMProcessPool:
+    """``complete(kwargs)`` runs ``litellm.acompletion(**kwargs)`` in the least busy worker and returns its
+    :func:`~agentbench.agent.llm.completion_fields`, or raises :class:`RemoteCallError`."""
+
+    def __init__(self, processes: int) -> None:
+        self._workers = [_Worker() for _ in range(processes)]
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    def grow(self, processes: int) -> None:
+        with self._lock:
+            self._workers += [_Worker() for _ in range(processes - len(self._workers))]
+
+    async def complete(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            for i, worker in enumerate(self._workers):
+                if not worker.alive:
+                    self._workers[i] = _Worker()
+            worker = min(self._workers, key=lambda w: w.load)
+        return await worker.call(kwargs)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+
+
+_pool: LLMProcessPool | None = None
+_pool_lock = threading.Lock()
+
+
+def process_pool(processes: int) -> LLMProcessPool:
+    """This process's pool, started (or grown) to at least ``processes`` workers and stopped at exit."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = LLMProcessPool(processes)
+            atexit.register(_pool.close)
+        elif _pool.size < processes:
+            _pool.grow(processes)
+        return _pool

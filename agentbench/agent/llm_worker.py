@@ -1,0 +1,85 @@
+"""The child process that makes LiteLLM calls for :mod:`.llm_processes`: ``python -m agentbench.agent.llm_worker``.
+
+LiteLLM spends several milliseconds of CPU on every call (request building, pricing, logging). At high
+concurrency against a fast API that, not the API, caps a run on one core; in worker processes it spreads
+over the machine's cores. The worker holds no state: each request carries the complete ``acompletion``
+arguments, so any worker can serve any model.
+
+Protocol: one JSON object per line. Requests ``{"id": N, "kwargs": {...}}``; replies, in completion
+order, ``{"id": N, "ok": true, "fields": <completion_fields>}`` or ``{"id": N, "ok": false, "kind":
+<error_kind>, "type": <exception class>, "message": ..., "retry_after": <seconds or null>}``. The worker
+exits when its input ends, after answering what it already received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import threading
+from typing import IO, Any
+
+
+def _read_lines(
+    stream: IO[bytes], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]
+) -> None:
+    for line in stream:
+        loop.call_soon_threadsafe(queue.put_nowait, line)
+    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
+    from ._litellm import plain_litellm
+    from .llm import completion_fields, error_kind, retry_after
+
+    litellm = plain_litellm()
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    threading.Thread(target=_read_lines, args=(requests, loop, queue), daemon=True).start()
+
+    def reply(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message).encode() + b"\n")
+        out.flush()
+
+    async def answer(request: dict[str, Any]) -> None:
+        try:
+            response = await litellm.acompletion(**request["kwargs"])
+            reply(
+                {"id": request["id"], "ok": True, "fields": completion_fields(litellm, response, priced=True)}
+            )
+        except Exception as exc:
+            reply(
+                {
+                    "id": request["id"],
+                    "ok": False,
+                    "kind": error_kind(litellm, exc),
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "retry_after": retry_after(exc),
+                }
+            )
+
+    running: set[asyncio.Task[None]] = set()
+    while (line := await queue.get()) is not None:
+        task = asyncio.create_task(answer(json.loads(line)))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    if running:
+        await asyncio.gather(*running)
+
+
+def main() -> int:
+    # Ctrl-C reaches the whole process group: the parent handles it and closes our input
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the protocol keeps the real stdout; anything a library prints goes to stderr instead
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    asyncio.run(serve(sys.stdin.buffer, out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

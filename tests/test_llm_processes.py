@@ -1,0 +1,196 @@
+"""LiteLLM calls in worker processes (agentbench.agent.llm_processes): same answers, errors and retries as
+in-process calls, against the real stub HTTP server and LiteLLM's own mock responses; a worker killed
+mid-request is replaced and its requests retried."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentbench.agent import LLMClient
+from agentbench.agent.llm_processes import auto_processes, process_pool
+from agentbench.errors import ModelError
+
+from .conftest import ROOT, run_cli
+
+sys.path.insert(0, str(ROOT / "bench"))
+from stub_llm import running_stub  # noqa: E402
+
+
+def _prompt(i: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"request {i}\n```python\ndef f_{i}(x):\n```"}]
+
+
+@pytest.fixture
+def no_local_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls made in this process fail the test: what succeeds was answered by a worker process."""
+    from agentbench.agent._litellm import plain_litellm
+
+    async def refuse(**_: object) -> None:
+        raise AssertionError("litellm.acompletion was called in the test process")
+
+    monkeypatch.setattr(plain_litellm(), "acompletion", refuse)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def _complete_all(client: LLMClient, n: int) -> list:
+    async def go() -> list:
+        return await asyncio.gather(*(client.complete(_prompt(i)) for i in range(n)))
+
+    return asyncio.run(go())
+
+
+def test_workers_answer_and_429s_are_retried_after_retry_after(tmp_path: Path, no_local_calls: None) -> None:
+    with running_stub(latency=0.05, every=3, retry_after=0.5) as stub:
+        client = LLMClient("openai/stub", api_base=stub.url, cache=False, concurrency=8, processes=2)
+        results = _complete_all(client, 12)
+        stats = stub.stats()
+    assert [r.text for r in results] == [f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(12)]
+    assert all(r.ok and r.prompt_tokens > 0 for r in results)
+    assert stats["rate_limited"] > 0 and stats["retries"] == stats["rate_limited"]
+    assert stats["early_retries"] == 0 and stats["completions"] == stats["distinct_prompts"] == 12
+    assert client.stats.calls == 12 and client.stats.retries == stats["rate_limited"]
+    assert client.stats.errors == 0
+
+
+@pytest.mark.parametrize(
+    ("mock", "expected"),
+    [
+        ("litellm.ContextWindowExceededError", "ContextWindowExceededError"),
+        ("litellm.RateLimitError", "RateLimitError"),
+    ],
+)
+def test_per_request_errors_from_workers_become_llm_errors(
+    tmp_path: Path, no_local_calls: None, mock: str, expected: str
+) -> None:
+    client = LLMClient(
+        "openai/gpt-4o-mini",
+        api_key="sk-test-not-real",
+        params={"mock_response": mock},
+        cache=False,
+        max_retries=1,
+        backoff_s=0.01,
+        processes=1,
+    )
+    result = _complete_all(client, 1)[0]
+    assert not result.ok and result.error.startswith(expected) and result.text == ""
+    # a rate limit is retried (then given up), a too-long prompt is not
+    assert result.attempts == (2 if expected == "RateLimitError" else 1)
+    assert client.stats.errors == 1 and client.stats.calls == 0
+
+
+def test_mock_response_from_a_worker_reports_usage_and_cost(tmp_path: Path, no_local_calls: None) -> None:
+    client = LLMClient(
+        "openai/gpt-4o",
+        api_key="sk-test-not-real",
+        params={"mock_response": "def f():\n    return 1"},
+        cache=False,
+        processes=1,
+    )
+    result = _complete_all(client, 1)[0]
+    assert result.text == "def f():\n    return 1" and result.cost_usd > 0 and result.completion_tokens > 0
+
+
+@pytest.fixture
+def refusing_server() -> Iterator[str]:
+    """An OpenAI-compatible URL that answers every request 401."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+
+
+def test_a_refused_key_in_a_worker_is_a_model_error(refusing_server: str, no_local_calls: None) -> None:
+    client = LLMClient("openai/stub", api_base=refusing_server, cache=False, processes=1)
+    with pytest.raises(ModelError) as info:
+        _complete_all(client, 1)
+    message = str(info.value)
+    assert message.startswith("openai/stub: AuthenticationError") and "export OPENAI_API_KEY" in message
+
+
+def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no_local_calls: None) -> None:
+    pool = process_pool(1)
+    with running_stub(latency=1.0) as stub:
+        client = LLMClient("openai/stub", api_base=stub.url, cache=False, concurrency=8, processes=1)
+
+        async def go() -> list:
+            calls = [asyncio.ensure_future(client.complete(_prompt(i))) for i in range(4)]
+            while stub.stats()["peak_in_flight"] < 4:  # every request reached the server through a worker
+                await asyncio.sleep(0.05)
+            victims = [w.process.pid for w in pool._workers]
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            return [await c for c in calls], victims
+
+        results, victims = asyncio.run(go())
+    assert all(r.ok for r in results) and [r.text for r in results] == [
+        f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(4)
+    ]
+    assert client.stats.retries == 4 and client.stats.calls == 4
+    assert not {w.process.pid for w in pool._workers} & set(victims)
+
+
+def test_in_process_providers_never_go_to_workers(tmp_path: Path) -> None:
+    from agentbench.agent._litellm import in_process_provider
+
+    assert in_process_provider("local/qwen2.5-coder-0.5b")
+    assert not in_process_provider("openai/gpt-4o") and not in_process_provider("gpt-4o")
+
+
+def test_auto_processes() -> None:
+    assert auto_processes(4, cores=8) == 0 and auto_processes(15, cores=8) == 0
+    assert auto_processes(16, cores=8) == 1 and auto_processes(64, cores=8) == 2
+    assert auto_processes(64, cores=1) == 1 and auto_processes(1000, cores=4) == 4
+
+
+def test_run_with_worker_processes_equals_run_without(tmp_path: Path) -> None:
+    from .conftest import core_subset
+
+    pool = core_subset(6, tmp_path / "pool")
+    env = {"AGENTBENCH_CACHE_DIR": "", "OPENAI_API_KEY": "", "HF_HUB_OFFLINE": "1"}
+    records = {}
+    with running_stub(latency=0.02, every=5, retry_after=0.2) as stub:
+        for processes in ("0", "2"):
+            env["AGENTBENCH_CACHE_DIR"] = str(tmp_path / f"cache{processes}")
+            run_dir = tmp_path / f"run{processes}"
+            args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool)]
+            args += ["--embedder", "bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores")]
+            args += ["--concurrency", "8", "--llm-processes", processes, "--run-dir", str(run_dir)]
+            res = run_cli(*args, env=env)
+            assert res.returncode == 0, res.stderr[-2000:]
+            lines = (run_dir / "records.jsonl").read_text().splitlines()
+            records[processes] = sorted(
+                (r["query_id"], r["condition"], r["code"], r["status"], r["passed"])
+                for r in map(json.loads, lines)
+            )
+    assert records["0"] == records["2"] and len(records["0"]) == 6 * 4
+
+
+def test_negative_llm_processes_is_one_line_error(tmp_path: Path) -> None:
+    res = run_cli("run", "--llm-processes", "-1", "--run-dir", str(tmp_path / "r"))
+    assert res.returncode == 2 and "--llm-processes must be 0 or more" in res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1

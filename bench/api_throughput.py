@@ -16,7 +16,9 @@ embedding and execution caches (so retrieval scoring is warm) and an empty LLM-r
 3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
    (``_generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
    apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
-   depend on the API.
+   depend on the API. The LiteLLM calls go to worker processes as ``--llm-processes`` (default: auto,
+   2 at ``--concurrency 64`` on two cores) says;
+4. ``inproc``: the same stage with ``--llm-processes 0`` (every call in this process), for comparison.
 
 Then a baseline in the same run: the raw OpenAI SDK (``AsyncOpenAI``, the same concurrency, its own
 Retry-After handling) sending as many distinct requests to the same server, which shows what this machine
@@ -114,8 +116,25 @@ def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) 
     return {"wall": wall, "stats": stats, "statuses": statuses, "records": expected}
 
 
-def stage_run(args: argparse.Namespace, stub: RunningStub, root: Path) -> dict[str, Any]:
-    """evaluate_config in this process, timing the generation stage apart from the set-up."""
+def workers_cpu() -> float:
+    """CPU seconds used so far by the LiteLLM worker processes of this process (0 if none)."""
+    from agentbench.agent import llm_processes
+
+    total = 0.0
+    for worker in llm_processes._pool._workers if llm_processes._pool else []:
+        try:
+            fields = Path(f"/proc/{worker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def stage_run(
+    args: argparse.Namespace, stub: RunningStub, root: Path, processes: int | None = None, name: str = "stage"
+) -> dict[str, Any]:
+    """evaluate_config in this process, timing the generation stage apart from the set-up; ``processes``
+    is ``--llm-processes`` (None: the default)."""
     clear_llm_cache(root / "cache")
     stub.reset()
     os.environ["AGENTBENCH_CACHE_DIR"] = str(root / "cache")
@@ -141,25 +160,27 @@ def stage_run(args: argparse.Namespace, stub: RunningStub, root: Path) -> dict[s
         concurrency=args.concurrency,
         embedder=args.embedder,
         sandbox=args.sandbox,
-        run_dir=str(root / "stage"),
+        run_dir=str(root / name),
         store_dir=str(root / "stores"),
         limit=args.limit,
+        llm_processes=processes,
     )
     module._generate_and_execute = timed
     try:
-        started = time.perf_counter()
+        started, worker_cpu = time.perf_counter(), workers_cpu()
         result = evaluate_config(RunConfig(**settings), show_progress=False)
-        wall = time.perf_counter() - started
+        wall, worker_cpu = time.perf_counter() - started, workers_cpu() - worker_cpu
     finally:
         module._generate_and_execute = original
     stats = stub.stats()
-    statuses = check_records(root / "stage", len(result.records))
+    statuses = check_records(root / name, len(result.records))
     stage = spans[-1][1] - spans[0][0]  # first start to last end
     cpu = sum(span[2] for span in spans)  # CPU between chunks (records, progress) is not counted
     return {
         "wall": wall,
         "stage": stage,
         "cpu": cpu,
+        "worker_cpu": worker_cpu,
         "stats": stats,
         "statuses": statuses,
         "records": len(result.records),
@@ -216,6 +237,12 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--sandbox", default="auto")
     parser.add_argument("--skip-cli", action="store_true", help="only the in-process stage run")
+    parser.add_argument(
+        "--llm-processes", type=int, default=None, help="worker processes for the calls (default: auto)"
+    )
+    parser.add_argument(
+        "--skip-in-process", action="store_true", help="no comparison stage with --llm-processes 0"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -237,7 +264,9 @@ def main() -> None:
             if not args.skip_cli:
                 runs["cold"] = cli_run(args, stub, root, "cold")
                 runs["warm"] = cli_run(args, stub, root, "warm")
-            runs["stage"] = stage_run(args, stub, root)
+            runs["stage"] = stage_run(args, stub, root, args.llm_processes)
+            if not args.skip_in_process:
+                runs["inproc"] = stage_run(args, stub, root, 0, "inproc")
             completions = runs["stage"]["stats"]["completions"]
             ideal = completions * args.latency / args.concurrency
             runs["raw"] = raw_client(stub, completions, args.concurrency)
@@ -250,7 +279,9 @@ def main() -> None:
         )
         print(
             f"CPU of this process per completion: generation stage {stage['cpu'] / completions * 1000:.1f} ms "
-            f"(LiteLLM, the run stage, executions, records), raw OpenAI SDK {raw['cpu'] / completions * 1000:.1f} ms; "
+            f"(the run stage, executions, records, and LiteLLM unless in workers) + LiteLLM worker processes "
+            f"{stage['worker_cpu'] / completions * 1000:.1f} ms (whole run), "
+            f"raw OpenAI SDK {raw['cpu'] / completions * 1000:.1f} ms; "
             f"the ideal allows {args.latency / args.concurrency * 1000:.1f} ms of one core per completion"
         )
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
@@ -260,6 +291,13 @@ def main() -> None:
         if "warm" in runs:
             print(f"api_whole_run_vs_ideal={runs['warm']['wall'] / ideal:.3f}")
             print(f"api_cold_run_vs_ideal={runs['cold']['wall'] / ideal:.3f}")
+        if "inproc" in runs:
+            inproc = runs["inproc"]
+            print(
+                f"in-process stage (--llm-processes 0): {inproc['stage']:.1f} s, CPU of this process per "
+                f"completion {inproc['cpu'] / completions * 1000:.1f} ms"
+            )
+            print(f"api_run_in_process_vs_ideal={inproc['stage'] / ideal:.3f}")
         print(f"raw_client_vs_ideal={raw['wall'] / ideal:.3f}")
         print(f"api_run_vs_raw_client={stage['stage'] / raw['wall']:.3f}")
     finally:

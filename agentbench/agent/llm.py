@@ -306,6 +306,11 @@ class LLMClient:
         check_model(self.model, self.api_base, None if self._placeholder_key else self._api_key)
         if self.api_base:
             check_reachable(self.api_base)
+        self._start_workers()  # they import LiteLLM (seconds) while the run sets up
+
+    def _start_workers(self) -> None:
+        if self._pool is None and self.processes > 0 and not in_process_provider(self.model):
+            self._pool = process_pool(self.processes)
 
     def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """Cache key of a request: model, messages, tools, output-affecting params and the API base."""
@@ -323,8 +328,8 @@ class LLMClient:
             from .local import load_local_model
 
             await asyncio.to_thread(load_local_model, self.model)
-        if not self._ready and self.processes > 0 and not in_process_provider(self.model):
-            self._pool = process_pool(self.processes)
+        if not self._ready:
+            self._start_workers()
         self._ready = True
         return litellm
 

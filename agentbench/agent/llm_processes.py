@@ -70,6 +70,8 @@ class _Worker:
         self._lock = threading.Lock()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._ids = itertools.count()
+        self._unanswered: set[int] = set()
+        """Requests sent and not answered yet, also those whose caller stopped waiting."""
         self._exited: dict[str, Any] | None = None
         """The error every request gets once the child has exited."""
         # pipe writes can block while the child is busy: never on the caller's event loop
@@ -93,6 +95,7 @@ class _Worker:
                 _settle(future, self._exited)
             else:
                 self._pending[request_id] = (loop, future)
+                self._unanswered.add(request_id)
         self._outbox.put(json.dumps({"id": request_id, "kwargs": kwargs}).encode() + b"\n")
         try:
             return await future
@@ -121,6 +124,7 @@ class _Worker:
             message = json.loads(line)
             with self._lock:
                 entry = self._pending.pop(message["id"], None)
+                self._unanswered.discard(message["id"])
             if entry is not None:
                 entry[0].call_soon_threadsafe(_settle, entry[1], message)
         code = self.process.wait()
@@ -139,9 +143,13 @@ class _Worker:
             loop.call_soon_threadsafe(_settle, future, died)
 
     def close(self) -> None:
+        """End of input: an idle worker exits at once; answers nobody waits for any more (an interrupted
+        run) are not worth waiting for."""
         self._outbox.put(None)
+        if self._unanswered:
+            self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

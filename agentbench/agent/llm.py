@@ -19,6 +19,7 @@ that doom every request (bad key, unknown model, unsupported parameters) raise :
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -309,8 +310,15 @@ class LLMClient:
         self._start_workers()  # they import LiteLLM (seconds) while the run sets up
 
     def _start_workers(self) -> None:
-        if self._pool is None and self.processes > 0 and not in_process_provider(self.model):
-            self._pool = process_pool(self.processes)
+        """Worker processes serve API models whose parameters travel as JSON (a Python object given as a
+        parameter, e.g. an exception as ``mock_response``, keeps the calls in this process)."""
+        if self._pool is not None or self.processes < 1 or in_process_provider(self.model):
+            return
+        try:
+            json.dumps(self.params)
+        except (TypeError, ValueError):
+            return
+        self._pool = process_pool(self.processes)
 
     def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """Cache key of a request: model, messages, tools, output-affecting params and the API base."""

@@ -146,11 +146,11 @@ def stage_run(
     spans: list[tuple[float, float]] = []
 
     async def timed(*a: Any, **kw: Any) -> Any:  # the chunked run stage of old called it per chunk
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, workers = time.perf_counter(), time.process_time(), workers_cpu()
         try:
             return await original(*a, **kw)
         finally:
-            spans.append((started, time.perf_counter(), time.process_time() - cpu))
+            spans.append((started, time.perf_counter(), time.process_time() - cpu, workers_cpu() - workers))
 
     settings = dict(
         llm="openai/stub",
@@ -176,11 +176,13 @@ def stage_run(
     statuses = check_records(root / name, len(result.records))
     stage = spans[-1][1] - spans[0][0]  # first start to last end
     cpu = sum(span[2] for span in spans)  # CPU between chunks (records, progress) is not counted
+    stage_worker_cpu = sum(span[3] for span in spans)
     return {
         "wall": wall,
         "stage": stage,
         "cpu": cpu,
         "worker_cpu": worker_cpu,
+        "stage_worker_cpu": stage_worker_cpu,
         "stats": stats,
         "statuses": statuses,
         "records": len(result.records),
@@ -280,7 +282,8 @@ def main() -> None:
         print(
             f"CPU of this process per completion: generation stage {stage['cpu'] / completions * 1000:.1f} ms "
             f"(the run stage, executions, records, and LiteLLM unless in workers) + LiteLLM worker processes "
-            f"{stage['worker_cpu'] / completions * 1000:.1f} ms (whole run), "
+            f"{stage['stage_worker_cpu'] / completions * 1000:.1f} ms in the stage "
+            f"({stage['worker_cpu']:.1f} s in the whole run, starting them included), "
             f"raw OpenAI SDK {raw['cpu'] / completions * 1000:.1f} ms; "
             f"the ideal allows {args.latency / args.concurrency * 1000:.1f} ms of one core per completion"
         )

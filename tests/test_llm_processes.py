@@ -134,7 +134,8 @@ def test_a_refused_key_in_a_worker_is_a_model_error(refusing_server: str, no_loc
 
 def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no_local_calls: None) -> None:
     pool = process_pool(1)
-    with running_stub(latency=1.0) as stub:
+    # answers take 3 s: all four requests are still at the server when the workers are killed
+    with running_stub(latency=3.0) as stub:
         client = LLMClient("openai/stub", api_base=stub.url, cache=False, concurrency=8, processes=1)
 
         async def go() -> list:

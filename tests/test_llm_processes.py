@@ -151,7 +151,9 @@ def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no
     assert all(r.ok for r in results) and [r.text for r in results] == [
         f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(4)
     ]
-    assert client.stats.retries == 4 and client.stats.calls == 4
+    # each killed request was retried (one may be retried twice: sent to the other worker while it was
+    # being killed, before its death could be seen)
+    assert client.stats.retries >= 4 and client.stats.calls == 4 and client.stats.errors == 0
     assert not {w.process.pid for w in pool._workers} & set(victims)
 
 

@@ -1,7 +1,7 @@
 """LiteLLM calls spread over worker processes (:mod:`.llm_worker`).
 
 At ``--concurrency 64`` against an API answering in 0.5 s, a run has 7.8 ms of one core per completion;
-LiteLLM alone takes about 5 ms of it, so in one process the run is CPU-bound, not API-bound. Worker
+LiteLLM alone takes 5-10 ms of CPU per call, so in one process the run is CPU-bound, not API-bound. Worker
 processes make the calls on the other cores while the run's own process keeps prompts, caching, retries
 and records. Only the call itself crosses: retries, the response cache and the statistics stay in
 :class:`~agentbench.agent.llm.LLMClient`, so results are the same with or without workers.
@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LLMProcessPool", "RemoteCallError", "auto_processes", "process_pool"]
+__all__ = ["LLMProcessPool", "RemoteCallError", "auto_processes", "process_pool", "usable_cores"]
 
 
 class RemoteCallError(Exception):
@@ -40,14 +40,19 @@ class RemoteCallError(Exception):
         self.retry_after = retry_after
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def auto_processes(concurrency: int, cores: int | None = None) -> int:
     """Worker processes for API calls when the user did not choose: none below 16 requests in flight
     (one process keeps up), else one per 32 in flight, at most one per core."""
     if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
+        cores = usable_cores()
     if concurrency < 16:
         return 0
     return max(1, min(cores, concurrency // 32))

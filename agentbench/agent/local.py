@@ -34,6 +34,7 @@ from litellm.exceptions import ContextWindowExceededError
 from litellm.types.utils import ModelResponse, Usage
 
 from ..errors import ConfigError, ModelError
+from .llm_processes import usable_cores
 from .weights import ensure_model, local_model_spec
 
 __all__ = [
@@ -82,10 +83,7 @@ def llama_threads() -> int:
     env = os.environ.get("AGENTBENCH_LLAMA_THREADS")
     if env:
         return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 class LocalModelProcess:

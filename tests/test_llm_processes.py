@@ -157,7 +157,7 @@ def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no
     assert not {w.process.pid for w in pool._workers} & set(victims)
 
 
-def test_in_process_providers_never_go_to_workers(tmp_path: Path) -> None:
+def test_in_process_providers_never_go_to_workers() -> None:
     from agentbench.agent._litellm import in_process_provider
 
     assert in_process_provider("local/qwen2.5-coder-0.5b")

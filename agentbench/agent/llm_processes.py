@@ -72,11 +72,11 @@ class _Worker:
             env=env,
         )
         self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]] = {}
+        """Requests sent and not answered yet, also those whose caller stopped waiting (an answer to a
+        cancelled future is dropped)."""
         self._lock = threading.Lock()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._ids = itertools.count()
-        self._unanswered: set[int] = set()
-        """Requests sent and not answered yet, also those whose caller stopped waiting."""
         self._exited: dict[str, Any] | None = None
         """The error every request gets once the child has exited."""
         # pipe writes can block while the child is busy: never on the caller's event loop
@@ -96,17 +96,14 @@ class _Worker:
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         request_id = next(self._ids)
         with self._lock:
-            if self._exited is not None:
-                _settle(future, self._exited)
-            else:
+            exited = self._exited
+            if exited is None:
                 self._pending[request_id] = (loop, future)
-                self._unanswered.add(request_id)
-        self._outbox.put(json.dumps({"id": request_id, "kwargs": kwargs}).encode() + b"\n")
-        try:
-            return await future
-        finally:
-            with self._lock:
-                self._pending.pop(request_id, None)
+        if exited is not None:
+            _settle(future, exited)
+        else:
+            self._outbox.put(json.dumps({"id": request_id, "kwargs": kwargs}).encode() + b"\n")
+        return await future
 
     def _write(self) -> None:
         stdin = self.process.stdin
@@ -129,9 +126,8 @@ class _Worker:
             message = json.loads(line)
             with self._lock:
                 entry = self._pending.pop(message["id"], None)
-                self._unanswered.discard(message["id"])
             if entry is not None:
-                entry[0].call_soon_threadsafe(_settle, entry[1], message)
+                _deliver(*entry, message)
         code = self.process.wait()
         self._stderr.seek(0)
         tail = " ".join(self._stderr.read().decode(errors="replace").split()[-30:])
@@ -145,19 +141,29 @@ class _Worker:
         with self._lock:
             pending, self._pending, self._exited = self._pending, {}, died
         for loop, future in pending.values():
-            loop.call_soon_threadsafe(_settle, future, died)
+            _deliver(loop, future, died)
 
     def close(self) -> None:
         """End of input: an idle worker exits at once; answers nobody waits for any more (an interrupted
         run) are not worth waiting for."""
         self._outbox.put(None)
-        if self._unanswered:
+        if self._pending:
             self.process.terminate()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[dict[str, Any]], message: dict[str, Any]
+) -> None:
+    """Settle ``future`` on its own loop, unless that loop is gone (its caller gave up and returned)."""
+    try:
+        loop.call_soon_threadsafe(_settle, future, message)
+    except RuntimeError:  # the loop is closed
+        pass
 
 
 def _settle(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) -> None:

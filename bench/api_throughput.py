@@ -27,7 +27,8 @@ allows a plain async client.
 Prints ``api_run_vs_ideal=<stage / ideal>`` (target <= 1.25, exit code 1 when missed),
 ``api_whole_run_vs_ideal=<warm CLI wall / ideal>``, ``api_cold_run_vs_ideal``, ``raw_client_vs_ideal`` and
 ``api_run_vs_raw_client=<stage / raw client wall>``, with the calls, 429s, retries, walls, the ideal, this
-process's CPU time per completion (stage and raw client) and the load average. Each run also checks that records.jsonl holds exactly one
+process's CPU time per completion (stage and raw client), the whole machine's CPU time in the stage (and the
+stub server's share of it) and the load average. Each run also checks that records.jsonl holds exactly one
 record per (query, condition) and no llm_error.
 """
 
@@ -116,18 +117,29 @@ def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) 
     return {"wall": wall, "stats": stats, "statuses": statuses, "records": expected}
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds used so far by process ``pid`` (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def workers_cpu() -> float:
     """CPU seconds used so far by the LiteLLM worker processes of this process (0 if none)."""
     from agentbench.agent import llm_processes
 
-    total = 0.0
-    for worker in llm_processes._pool._workers if llm_processes._pool else []:
-        try:
-            fields = Path(f"/proc/{worker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(
+        process_cpu(w.process.pid) for w in (llm_processes._pool._workers if llm_processes._pool else [])
+    )
+
+
+def machine_cpu() -> float:
+    """CPU seconds all processes on this machine have used so far (every core's non-idle time)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def stage_run(
@@ -147,10 +159,20 @@ def stage_run(
 
     async def timed(*a: Any, **kw: Any) -> Any:  # the chunked run stage of old called it per chunk
         started, cpu, workers = time.perf_counter(), time.process_time(), workers_cpu()
+        server, machine = process_cpu(stub.process.pid), machine_cpu()
         try:
             return await original(*a, **kw)
         finally:
-            spans.append((started, time.perf_counter(), time.process_time() - cpu, workers_cpu() - workers))
+            spans.append(
+                (
+                    started,
+                    time.perf_counter(),
+                    time.process_time() - cpu,
+                    workers_cpu() - workers,
+                    process_cpu(stub.process.pid) - server,
+                    machine_cpu() - machine,
+                )
+            )
 
     settings = dict(
         llm="openai/stub",
@@ -177,12 +199,16 @@ def stage_run(
     stage = spans[-1][1] - spans[0][0]  # first start to last end
     cpu = sum(span[2] for span in spans)  # CPU between chunks (records, progress) is not counted
     stage_worker_cpu = sum(span[3] for span in spans)
+    stub_cpu = sum(span[4] for span in spans)
+    machine = sum(span[5] for span in spans)
     return {
         "wall": wall,
         "stage": stage,
         "cpu": cpu,
         "worker_cpu": worker_cpu,
         "stage_worker_cpu": stage_worker_cpu,
+        "stub_cpu": stub_cpu,
+        "machine_cpu": machine,
         "stats": stats,
         "statuses": statuses,
         "records": len(result.records),
@@ -286,6 +312,12 @@ def main() -> None:
             f"({stage['worker_cpu']:.1f} s in the whole run, starting them included), "
             f"raw OpenAI SDK {raw['cpu'] / completions * 1000:.1f} ms; "
             f"the ideal allows {args.latency / args.concurrency * 1000:.1f} ms of one core per completion"
+        )
+        print(
+            f"CPU of the whole machine in the stage: {stage['machine_cpu'] / completions * 1000:.1f} ms per "
+            f"completion ({stage['machine_cpu'] / stage['stage']:.2f} of {os.cpu_count()} cores busy), of which "
+            f"the stub server {stage['stub_cpu'] / completions * 1000:.1f} ms; at the ideal pace the machine "
+            f"has {os.cpu_count() * args.latency / args.concurrency * 1000:.1f} ms per completion"
         )
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
         ratio = stage["stage"] / ideal

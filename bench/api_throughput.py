@@ -91,7 +91,7 @@ def check_records(run_dir: Path, expected: int) -> dict[str, int]:
 
 
 def run_args(args: argparse.Namespace, url: str, run_dir: Path, store_dir: Path) -> list[str]:
-    out = ["--llm", "openai/stub", "--api-base", url, "--pool", args.pool, "--conditions", args.conditions]
+    out = ["--llm", args.llm, "--api-base", url, "--pool", args.pool, "--conditions", args.conditions]
     out += ["--concurrency", str(args.concurrency), "--embedder", args.embedder, "--sandbox", args.sandbox]
     out += ["--run-dir", str(run_dir), "--store-dir", str(store_dir)]
     if args.limit:
@@ -175,7 +175,7 @@ def stage_run(
             )
 
     settings = dict(
-        llm="openai/stub",
+        llm=args.llm,
         api_base=stub.url,
         pool=args.pool,
         conditions=args.conditions.split(","),
@@ -256,6 +256,12 @@ def describe(name: str, run: dict[str, Any], ideal: float, latency: float, concu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", default="core")
+    parser.add_argument(
+        "--llm",
+        default="openai/stub",
+        help="model name sent to the stub (which answers any): openai/stub is missing from LiteLLM's cost map, "
+        "a provider's model such as openai/gpt-4o-mini is priced as a real run's calls are",
+    )
     parser.add_argument("--conditions", default="closed_book")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=64)

@@ -85,7 +85,8 @@ class _Worker:
 
     @property
     def alive(self) -> bool:
-        return self.process.poll() is None
+        """False once the reader has seen the child exit (no system call: asked on every request)."""
+        return self._exited is None
 
     @property
     def load(self) -> int:

@@ -14,6 +14,7 @@ exits when its input ends, after answering what it already received.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,19 @@ def _read_lines(
     loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
+async def _warm_up(litellm: Any) -> None:
+    """A first call costs LiteLLM about 0.5 s of CPU in lazy set-up (provider modules, pricing, logging).
+    A mock call pays it now, while the run sets up, rather than in the middle of the first wave of
+    requests; the requests that arrive meanwhile wait in the queue."""
+    with contextlib.suppress(Exception):
+        await litellm.acompletion(
+            model="openai/gpt-4o-mini",
+            api_key="warm-up",
+            messages=[{"role": "user", "content": "warm-up"}],
+            mock_response="warm-up",
+        )
+
+
 async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
     from ._litellm import plain_litellm
     from .llm import completion_fields, error_kind, retry_after
@@ -38,6 +52,7 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
     threading.Thread(target=_read_lines, args=(requests, loop, queue), daemon=True).start()
+    await _warm_up(litellm)
 
     def reply(message: dict[str, Any]) -> None:
         out.write(json.dumps(message).encode() + b"\n")

@@ -67,6 +67,12 @@ REVIEWED_DISTINCT = {
         ("sorting_searching/find_first_occurrence_sorted", "sorting_searching/last_occurrence_sorted"),
         ("string_processing/is_string_rotation", "string_processing/is_subsequence_of"),
         ("validation/ipv4_address_is_valid", "validation/ipv6_address_is_valid"),
+        ("bit_manipulation/range_bitwise_and", "math_numerical/product_of_range"),
+        ("collections/row_maxes", "data_transformation/argmax_per_row"),
+        ("collections/reverse_in_groups", "data_transformation/block_sums"),
+        ("geometry/is_right_triangle", "validation/triangle_sides_are_valid"),
+        ("math_numerical/is_perfect_number", "math_numerical/is_perfect_square"),
+        ("sorting_searching/lookup_sorted_pairs", "sorting_searching/sorted_index_of"),
     ]
 }
 

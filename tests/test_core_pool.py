@@ -111,6 +111,16 @@ def test_core_tasks_are_solvable_from_their_spec(core) -> None:
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr[-2000:]
 
 
+def test_core_spec_examples_are_not_asserts(core) -> None:
+    """An example in the spec that repeats an assert hands the generator one expected value."""
+    compact = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
+    for q in core.queries:
+        examples = re.findall(r"(\w+\(.*?\))\s*->\s*(.+?)\.?\s*$", q.spec or "", re.M)
+        asserts = {compact(t) for t in q.test_suite}
+        for call, result in examples:
+            assert compact(f"assert {call} == {result}") not in asserts, (q.entry_id, call)
+
+
 def test_core_canonicals_are_realistic(core) -> None:
     for q in core.queries:
         code = core.snippet(q.correct_corpus_ids[0]).code

@@ -19,6 +19,7 @@ that doom every request (bad key, unknown model, unsupported parameters) raise :
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -34,7 +35,7 @@ from ..errors import ConfigError, ModelError
 from ._litellm import in_process_provider
 from .cache import ResponseCache, cache_key
 from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
-from .llm_processes import LLMProcessPool, RemoteCallError, process_pool
+from .llm_processes import LLMProcessPool, RemoteCallError, WireLimit, process_pool
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
 
@@ -218,6 +219,9 @@ def completion_fields(litellm: Any, response: Any, *, priced: bool) -> dict[str,
     }
 
 
+_client_ids = itertools.count()
+
+
 class PerLoopSemaphore:
     """``sem()`` is an ``asyncio.Semaphore`` of the running event loop: a semaphore is bound to one loop,
     and the run stage starts a loop per chunk of work."""
@@ -289,6 +293,13 @@ class LLMClient:
             self.cache = ResponseCache(cache)
         self.stats = LLMStats()
         self._semaphore = PerLoopSemaphore(concurrency)
+        self._handoff = PerLoopSemaphore(2 * concurrency)
+        """Requests handed to worker processes once they hold the wire limit themselves: the extra
+        ``concurrency`` wait there, built, for a slot on the wire."""
+        self._wire = WireLimit(f"{os.getpid()}:{next(_client_ids)}", concurrency)
+        self._wired = False
+        """Whether the workers' last answer held this model's request to the wire limit; until one
+        did, this process bounds the requests it hands out to ``concurrency``."""
         self._in_flight: dict[str, asyncio.Future[LLMResult]] = {}
         """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
@@ -453,10 +464,12 @@ class LLMClient:
         try:
             async for attempt in self._retrying(litellm):
                 with attempt:
-                    async with self._semaphore():
+                    slots = self._handoff if self._pool is not None and self._wired else self._semaphore
+                    async with slots():
                         attempts = attempt.retry_state.attempt_number
                         if self._pool is not None:
-                            fields = await self._pool.complete(kwargs)
+                            answer = await self._pool.complete(kwargs, self._wire)
+                            fields, self._wired = answer.fields, answer.wired
                         else:
                             response = await litellm.acompletion(**kwargs)
                             fields = completion_fields(litellm, response, priced=not self.is_local)

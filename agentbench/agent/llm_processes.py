@@ -23,10 +23,38 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LLMProcessPool", "RemoteCallError", "auto_processes", "process_pool", "usable_cores"]
+__all__ = [
+    "Answer",
+    "LLMProcessPool",
+    "RemoteCallError",
+    "WireLimit",
+    "auto_processes",
+    "process_pool",
+    "usable_cores",
+]
+
+
+@dataclass(frozen=True)
+class WireLimit:
+    """At most ``limit`` requests of ``group`` (one client) on the wire at once, over all workers. A
+    worker holds a request's slot only while it is sent and answered, not while LiteLLM builds it or
+    reads the answer, so requests can wait ready in the workers for a slot."""
+
+    group: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    fields: dict[str, Any]
+    """:func:`~agentbench.agent.llm.completion_fields` of the response."""
+    wired: bool
+    """Whether the worker held the request to its :class:`WireLimit` (LiteLLM sent it through httpx)."""
 
 
 class RemoteCallError(Exception):
@@ -77,6 +105,8 @@ class _Worker:
         self._lock = threading.Lock()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._ids = itertools.count()
+        self.group_load: Counter[str] = Counter()
+        """Requests per :class:`WireLimit` group sent and not answered (changed under the pool's lock)."""
         self._exited: dict[str, Any] | None = None
         """The error every request gets once the child has exited."""
         # pipe writes can block while the child is busy: never on the caller's event loop
@@ -92,7 +122,8 @@ class _Worker:
     def load(self) -> int:
         return len(self._pending)
 
-    async def call(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, kwargs: dict[str, Any], wire: WireLimit | None = None) -> dict[str, Any]:
+        """The worker's reply; ``wire`` is this worker's share of the client's limit."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         request_id = next(self._ids)
@@ -103,7 +134,10 @@ class _Worker:
         if exited is not None:
             _settle(future, exited)
         else:
-            self._outbox.put(json.dumps({"id": request_id, "kwargs": kwargs}).encode() + b"\n")
+            request: dict[str, Any] = {"id": request_id, "kwargs": kwargs}
+            if wire is not None:
+                request["wire"] = {"group": wire.group, "limit": wire.limit}
+            self._outbox.put(json.dumps(request).encode() + b"\n")
         return await future
 
     def _write(self) -> None:
@@ -171,7 +205,7 @@ def _settle(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) -> 
     if future.done():  # the caller was cancelled
         return
     if message["ok"]:
-        future.set_result(message["fields"])
+        future.set_result(message)
     else:
         future.set_exception(
             RemoteCallError(message["kind"], message["type"], message["message"], message.get("retry_after"))
@@ -194,13 +228,29 @@ class LLMProcessPool:
         with self._lock:
             self._workers += [_Worker() for _ in range(processes - len(self._workers))]
 
-    async def complete(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    async def complete(self, kwargs: dict[str, Any], wire: WireLimit | None = None) -> Answer:
+        """With ``wire``, the limit is split over the first ``min(workers, limit)`` workers and the
+        request goes to the one with the fewest of the group's requests, so every share stays busy."""
         with self._lock:
             for i, worker in enumerate(self._workers):
                 if not worker.alive:
                     self._workers[i] = _Worker()
-            worker = min(self._workers, key=lambda w: w.load)
-        return await worker.call(kwargs)
+            if wire is None:
+                worker, share = min(self._workers, key=lambda w: w.load), None
+            else:
+                candidates = self._workers[: min(len(self._workers), wire.limit)]
+                index = min(range(len(candidates)), key=lambda i: candidates[i].group_load[wire.group])
+                worker = candidates[index]
+                base, extra = divmod(wire.limit, len(candidates))
+                share = WireLimit(wire.group, base + (index < extra))
+                worker.group_load[wire.group] += 1
+        try:
+            reply = await worker.call(kwargs, share)
+        finally:
+            if wire is not None:
+                with self._lock:
+                    worker.group_load[wire.group] -= 1
+        return Answer(reply["fields"], bool(reply.get("wire")))
 
     def close(self) -> None:
         with self._lock:

@@ -15,12 +15,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import signal
 import sys
 import threading
 from typing import IO, Any
+
+
+class _Gate:
+    """The wire limit of one request: the semaphore of its group, and whether the request reached it."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self.semaphore = semaphore
+        self.used = False
+
+
+_GATE: contextvars.ContextVar[_Gate | None] = contextvars.ContextVar("agentbench_wire_gate", default=None)
+
+
+def _install_wire_gate() -> None:
+    """Hold a request's wire slot only while httpx sends it and reads the answer: every LiteLLM provider
+    sends through ``httpx.AsyncClient.send``, so LiteLLM's own CPU before and after (building the request,
+    pricing the answer) happens outside the slot."""
+    import httpx
+
+    send = httpx.AsyncClient.send
+
+    async def gated_send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        gate = _GATE.get()
+        if gate is None:
+            return await send(self, request, **kwargs)
+        gate.used = True
+        async with gate.semaphore:
+            return await send(self, request, **kwargs)
+
+    httpx.AsyncClient.send = gated_send  # type: ignore[method-assign]
 
 
 def _read_lines(
@@ -49,6 +80,8 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
     from .llm import completion_fields, error_kind, retry_after
 
     litellm = plain_litellm()
+    _install_wire_gate()
+    gates: dict[str, asyncio.Semaphore] = {}
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
     threading.Thread(target=_read_lines, args=(requests, loop, queue), daemon=True).start()
@@ -59,11 +92,16 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
         out.flush()
 
     async def answer(request: dict[str, Any]) -> None:
+        gate = None
+        if (wire := request.get("wire")) is not None:
+            if wire["group"] not in gates:
+                gates[wire["group"]] = asyncio.Semaphore(wire["limit"])
+            gate = _Gate(gates[wire["group"]])
+            _GATE.set(gate)
         try:
             response = await litellm.acompletion(**request["kwargs"])
-            reply(
-                {"id": request["id"], "ok": True, "fields": completion_fields(litellm, response, priced=True)}
-            )
+            fields = completion_fields(litellm, response, priced=True)
+            reply({"id": request["id"], "ok": True, "fields": fields, "wire": gate is not None and gate.used})
         except Exception as exc:
             reply(
                 {

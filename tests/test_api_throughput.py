@@ -71,6 +71,28 @@ def test_rate_limited_run_records_every_query_once(tmp_path: Path, env: dict[str
     assert all(r["code"].rstrip().endswith("return None") for r in by_condition["closed_book"])
 
 
+def test_run_with_worker_processes_keeps_concurrency_on_the_wire(tmp_path: Path, env: dict[str, str]) -> None:
+    # the run hands the workers up to twice --concurrency requests; the wire must still see at most 4
+    with running_stub(latency=0.3, every=5, retry_after=0.2) as stub:
+        res = _run(
+            tmp_path,
+            stub.url,
+            env,
+            "--concurrency",
+            "4",
+            "--llm-processes",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+        )
+        stats = stub.stats()
+    assert res.returncode == 0, res.stderr[-2000:]
+    keys = [(r["query_id"], r["condition"]) for r in _records(tmp_path / "run")]
+    assert len(keys) == len(set(keys)) == 6 * len(CONDITIONS)
+    assert stats["rate_limited"] > 0 and stats["early_retries"] == 0
+    assert stats["repeated_completions"] == 0 and 1 <= stats["peak_in_flight"] <= 4
+
+
 def test_resume_after_rate_limited_run_calls_nothing(tmp_path: Path, env: dict[str, str]) -> None:
     with running_stub(latency=0.0, every=3, retry_after=0.1) as stub:
         first = _run(tmp_path, stub.url, env, "--concurrency", "4", "--run-dir", str(tmp_path / "run"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import io
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentbench.agent import LLMClient
-from agentbench.agent.llm_processes import auto_processes, process_pool
+from agentbench.agent.llm_processes import LLMProcessPool, WireLimit, auto_processes, process_pool
 from agentbench.errors import ModelError
 
 from .conftest import ROOT, run_cli
@@ -155,6 +156,113 @@ def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no
     # being killed, before its death could be seen)
     assert client.stats.retries >= 4 and client.stats.calls == 4 and client.stats.errors == 0
     assert not {w.process.pid for w in pool._workers} & set(victims)
+
+
+def test_workers_keep_concurrency_on_the_wire_while_as_many_more_wait_ready(no_local_calls: None) -> None:
+    pool = process_pool(2)
+    with running_stub(latency=0.3) as stub:
+        client = LLMClient("openai/stub", api_base=stub.url, cache=False, concurrency=4, processes=2)
+        handed_out = [0]
+
+        async def go() -> list:
+            calls = [asyncio.ensure_future(client.complete(_prompt(i))) for i in range(32)]
+            while not all(c.done() for c in calls):
+                handed_out.append(sum(w.load for w in pool._workers))
+                await asyncio.sleep(0.01)
+            return [await c for c in calls]
+
+        results = asyncio.run(go())
+        stats = stub.stats()
+    assert all(r.ok for r in results) and stats["completions"] == stats["distinct_prompts"] == 32
+    # the stub never saw more than --concurrency at once, though the workers held up to twice as many
+    assert stats["peak_in_flight"] == 4
+    assert 4 < max(handed_out) <= 8
+
+
+def _serve_in_this_process(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict, n: int, limit: int, delay: float = 0.0
+) -> tuple[list[dict], int]:
+    """Replies of the worker loop (run here, so a wrapper can watch its calls) to ``n`` requests of one
+    client with wire limit ``limit``, and the most ``acompletion`` calls running at once."""
+    import httpx
+
+    from agentbench.agent import llm_worker
+    from agentbench.agent._litellm import plain_litellm
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", httpx.AsyncClient.send)  # serve() wraps it: undone after
+    litellm = plain_litellm()
+    real = litellm.acompletion
+    running = {"now": 0, "peak": 0}
+
+    async def watched(**call: object) -> object:
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+        try:
+            await asyncio.sleep(delay)
+            return await real(**call)
+        finally:
+            running["now"] -= 1
+
+    monkeypatch.setattr(litellm, "acompletion", watched)
+    lines = [
+        {"id": i, "kwargs": {**kwargs, "messages": _prompt(i)}, "wire": {"group": "g", "limit": limit}}
+        for i in range(n)
+    ]
+    out = io.BytesIO()
+    asyncio.run(llm_worker.serve(io.BytesIO(b"".join(json.dumps(x).encode() + b"\n" for x in lines)), out))
+    return [json.loads(line) for line in out.getvalue().splitlines()], running["peak"]
+
+
+def test_a_provider_that_bypasses_httpx_is_held_to_the_limit_for_its_whole_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # LiteLLM's mock responses never reach httpx: the worker cannot see them on the wire, so it bounds
+    # the calls themselves, as an in-process client's semaphore does
+    kwargs = {"model": "openai/gpt-4o-mini", "api_key": "sk-test-not-real", "mock_response": "def f(): pass"}
+    replies, peak = _serve_in_this_process(monkeypatch, kwargs, n=12, limit=3, delay=0.05)
+    assert sorted(r["id"] for r in replies) == list(range(12))
+    assert all(r["ok"] and r["httpx"] is False for r in replies)
+    assert peak == 3
+
+
+def test_requests_through_httpx_hold_a_slot_only_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    with running_stub(latency=0.3) as stub:
+        kwargs = {"model": "openai/stub", "api_base": stub.url, "api_key": "no-key", "num_retries": 0}
+        replies, peak = _serve_in_this_process(monkeypatch, kwargs, n=12, limit=3)
+        stats = stub.stats()
+    assert sorted(r["id"] for r in replies) == list(range(12))
+    assert all(r["ok"] and r["httpx"] is True for r in replies)
+    # once the first answer showed the transport, the calls ran at once and waited for the wire inside
+    assert stats["peak_in_flight"] == 3 and stats["completions"] == 12 and peak > 3
+
+
+def test_a_pool_that_grows_keeps_each_clients_wire_limit(no_local_calls: None) -> None:
+    pool = LLMProcessPool(1)
+    wire = WireLimit("grown", 4)
+    try:
+        with running_stub(latency=0.3) as stub:
+
+            def kwargs(i: int) -> dict:
+                return {
+                    "model": "openai/stub",
+                    "api_base": stub.url,
+                    "api_key": "no-key",
+                    "messages": _prompt(i),
+                }
+
+            async def go() -> list:
+                await pool.complete(kwargs(0), wire)  # the first worker now holds this client to 4
+                pool.grow(2)
+                # one request to each worker, so both are up when the rest go out together
+                await asyncio.gather(*(pool.complete(kwargs(i), wire) for i in range(1, 3)))
+                return await asyncio.gather(*(pool.complete(kwargs(i), wire) for i in range(3, 19)))
+
+            answers = asyncio.run(go())
+            stats = stub.stats()
+    finally:
+        pool.close()
+    assert len(answers) == 16 and all(a.through_httpx for a in answers)
+    assert stats["peak_in_flight"] == 4 and stats["completions"] == 19
 
 
 def test_in_process_providers_never_go_to_workers() -> None:

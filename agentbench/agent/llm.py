@@ -294,12 +294,9 @@ class LLMClient:
         self.stats = LLMStats()
         self._semaphore = PerLoopSemaphore(concurrency)
         self._handoff = PerLoopSemaphore(2 * concurrency)
-        """Requests handed to worker processes once they hold the wire limit themselves: the extra
-        ``concurrency`` wait there, built, for a slot on the wire."""
+        """Requests handed to worker processes, which hold them to ``concurrency`` on the wire
+        (:class:`WireLimit`): the extra ``concurrency`` wait there, built, for a slot."""
         self._wire = WireLimit(f"{os.getpid()}:{next(_client_ids)}", concurrency)
-        self._wired = False
-        """Whether the workers' last answer held this model's request to the wire limit; until one
-        did, this process bounds the requests it hands out to ``concurrency``."""
         self._in_flight: dict[str, asyncio.Future[LLMResult]] = {}
         """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
@@ -464,12 +461,11 @@ class LLMClient:
         try:
             async for attempt in self._retrying(litellm):
                 with attempt:
-                    slots = self._handoff if self._pool is not None and self._wired else self._semaphore
+                    slots = self._semaphore if self._pool is None else self._handoff
                     async with slots():
                         attempts = attempt.retry_state.attempt_number
                         if self._pool is not None:
-                            answer = await self._pool.complete(kwargs, self._wire)
-                            fields, self._wired = answer.fields, answer.wired
+                            fields = (await self._pool.complete(kwargs, self._wire)).fields
                         else:
                             response = await litellm.acompletion(**kwargs)
                             fields = completion_fields(litellm, response, priced=not self.is_local)

@@ -43,7 +43,8 @@ __all__ = [
 class WireLimit:
     """At most ``limit`` requests of ``group`` (one client) on the wire at once, over all workers. A
     worker holds a request's slot only while it is sent and answered, not while LiteLLM builds it or
-    reads the answer, so requests can wait ready in the workers for a slot."""
+    reads the answer (or, for a provider that does not send through httpx, for the whole call), so the
+    client can hand the workers more requests than the limit and they wait there, built, for a slot."""
 
     group: str
     limit: int
@@ -53,8 +54,9 @@ class WireLimit:
 class Answer:
     fields: dict[str, Any]
     """:func:`~agentbench.agent.llm.completion_fields` of the response."""
-    wired: bool
-    """Whether the worker held the request to its :class:`WireLimit` (LiteLLM sent it through httpx)."""
+    through_httpx: bool
+    """Whether LiteLLM sent the request through httpx, so that its :class:`WireLimit` slot covered only
+    the time on the wire."""
 
 
 class RemoteCallError(Exception):
@@ -219,6 +221,10 @@ class LLMProcessPool:
     def __init__(self, processes: int) -> None:
         self._workers = [_Worker() for _ in range(processes)]
         self._lock = threading.Lock()
+        self._splits: dict[str, int] = {}
+        """How many workers share each :class:`WireLimit` group, fixed at the group's first request: a
+        worker sizes a group's semaphore once, so a split that changed as the pool grew would let the
+        shares add up to more than the limit."""
 
     @property
     def size(self) -> int:
@@ -229,8 +235,9 @@ class LLMProcessPool:
             self._workers += [_Worker() for _ in range(processes - len(self._workers))]
 
     async def complete(self, kwargs: dict[str, Any], wire: WireLimit | None = None) -> Answer:
-        """With ``wire``, the limit is split over the first ``min(workers, limit)`` workers and the
-        request goes to the one with the fewest of the group's requests, so every share stays busy."""
+        """With ``wire``, the limit is split over the first ``min(workers, limit)`` workers (as many as
+        the pool had at the group's first request) and the request goes to the one with the fewest of
+        the group's requests, so every share stays busy."""
         with self._lock:
             for i, worker in enumerate(self._workers):
                 if not worker.alive:
@@ -238,7 +245,8 @@ class LLMProcessPool:
             if wire is None:
                 worker, share = min(self._workers, key=lambda w: w.load), None
             else:
-                candidates = self._workers[: min(len(self._workers), wire.limit)]
+                split = self._splits.setdefault(wire.group, min(len(self._workers), wire.limit))
+                candidates = self._workers[:split]
                 index = min(range(len(candidates)), key=lambda i: candidates[i].group_load[wire.group])
                 worker = candidates[index]
                 base, extra = divmod(wire.limit, len(candidates))
@@ -250,7 +258,7 @@ class LLMProcessPool:
             if wire is not None:
                 with self._lock:
                     worker.group_load[wire.group] -= 1
-        return Answer(reply["fields"], bool(reply.get("wire")))
+        return Answer(reply["fields"], bool(reply.get("httpx")))
 
     def close(self) -> None:
         with self._lock:

@@ -2,14 +2,15 @@
 
 LiteLLM spends several milliseconds of CPU on every call (request building, pricing, logging). At high
 concurrency against a fast API that, not the API, caps a run on one core; in worker processes it spreads
-over the machine's cores. The worker holds no state: each request carries the complete ``acompletion``
-arguments, so any worker can serve any model.
+over the machine's cores. Each request carries the complete ``acompletion`` arguments, so any worker can
+serve any model; the only state a worker keeps is each client's wire limit (:class:`_WireGroups`).
 
-Protocol: one JSON object per line. Requests ``{"id": N, "kwargs": {...}}``; replies, in completion
-order, ``{"id": N, "ok": true, "fields": <completion_fields>}`` or ``{"id": N, "ok": false, "kind":
-<error_kind>, "type": <exception class>, "message": ..., "retry_after": <seconds or null>}``. The worker
-exits when its input ends, after answering what it already received.
-"""
+Protocol: one JSON object per line. Requests ``{"id": N, "kwargs": {...}, "wire": {"group": G, "limit":
+L}}`` (``wire`` optional: at most L requests of client G on the wire in this worker); replies, in
+completion order, ``{"id": N, "ok": true, "fields": <completion_fields>, "httpx": <sent through httpx>}``
+or ``{"id": N, "ok": false, "kind": <error_kind>, "type": <exception class>, "message": ...,
+"retry_after": <seconds or null>}``. The worker exits when its input ends, after answering what it
+already received."""
 
 from __future__ import annotations
 
@@ -21,14 +22,18 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import AsyncIterator
 from typing import IO, Any
 
 
 class _Gate:
-    """The wire limit of one request: the semaphore of its group, and whether the request reached it."""
+    """One request's hold on its group's wire limit. ``held``: the request holds a slot for its whole
+    call; otherwise it takes one only around each ``httpx.AsyncClient.send``. ``used``: it sent
+    through httpx."""
 
-    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+    def __init__(self, semaphore: asyncio.Semaphore, held: bool) -> None:
         self.semaphore = semaphore
+        self.held = held
         self.used = False
 
 
@@ -36,8 +41,8 @@ _GATE: contextvars.ContextVar[_Gate | None] = contextvars.ContextVar("agentbench
 
 
 def _install_wire_gate() -> None:
-    """Hold a request's wire slot only while httpx sends it and reads the answer: every LiteLLM provider
-    sends through ``httpx.AsyncClient.send``, so LiteLLM's own CPU before and after (building the request,
+    """Hold a request's wire slot only while httpx sends it and reads the answer: LiteLLM's providers
+    send through ``httpx.AsyncClient.send``, so LiteLLM's own CPU before and after (building the request,
     pricing the answer) happens outside the slot."""
     import httpx
 
@@ -48,10 +53,49 @@ def _install_wire_gate() -> None:
         if gate is None:
             return await send(self, request, **kwargs)
         gate.used = True
+        if gate.held:
+            return await send(self, request, **kwargs)
         async with gate.semaphore:
             return await send(self, request, **kwargs)
 
     httpx.AsyncClient.send = gated_send  # type: ignore[method-assign]
+
+
+class _WireGroups:
+    """The wire limit of each group (one client's share in this worker). A request of a group whose last
+    request went through httpx holds a slot only on the wire; any other (the group's first requests, a
+    provider that does not send through httpx) holds one for its whole call, as an in-process call holds
+    the client's semaphore. So the limit holds whatever the transport, and the client may hand this
+    worker more requests than its share."""
+
+    def __init__(self) -> None:
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._through_httpx: set[str] = set()
+
+    @contextlib.asynccontextmanager
+    async def gate(self, group: str, limit: int) -> AsyncIterator[_Gate]:
+        semaphore = self._semaphores.setdefault(group, asyncio.Semaphore(limit))
+        held = group not in self._through_httpx
+        if held:
+            await semaphore.acquire()
+            if group in self._through_httpx:  # learnt while this request waited
+                semaphore.release()
+                held = False
+        gate = _Gate(semaphore, held)
+        token = _GATE.set(gate)
+        try:
+            yield gate
+        finally:
+            _GATE.reset(token)
+            if held:
+                semaphore.release()
+
+    def learn(self, group: str, gate: _Gate) -> None:
+        """After a successful call: how the group's next requests are held."""
+        if gate.used:
+            self._through_httpx.add(group)
+        else:
+            self._through_httpx.discard(group)
 
 
 def _read_lines(
@@ -81,7 +125,7 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
 
     litellm = plain_litellm()
     _install_wire_gate()
-    gates: dict[str, asyncio.Semaphore] = {}
+    groups = _WireGroups()
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
     threading.Thread(target=_read_lines, args=(requests, loop, queue), daemon=True).start()
@@ -91,17 +135,20 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
         out.write(json.dumps(message).encode() + b"\n")
         out.flush()
 
-    async def answer(request: dict[str, Any]) -> None:
-        gate = None
-        if (wire := request.get("wire")) is not None:
-            if wire["group"] not in gates:
-                gates[wire["group"]] = asyncio.Semaphore(wire["limit"])
-            gate = _Gate(gates[wire["group"]])
-            _GATE.set(gate)
-        try:
+    async def call(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The answer's fields, and whether it went through httpx."""
+        if (wire := request.get("wire")) is None:
             response = await litellm.acompletion(**request["kwargs"])
-            fields = completion_fields(litellm, response, priced=True)
-            reply({"id": request["id"], "ok": True, "fields": fields, "wire": gate is not None and gate.used})
+            return completion_fields(litellm, response, priced=True), False
+        async with groups.gate(wire["group"], wire["limit"]) as gate:
+            response = await litellm.acompletion(**request["kwargs"])
+        groups.learn(wire["group"], gate)
+        return completion_fields(litellm, response, priced=True), gate.used
+
+    async def answer(request: dict[str, Any]) -> None:
+        try:
+            fields, through_httpx = await call(request)
+            reply({"id": request["id"], "ok": True, "fields": fields, "httpx": through_httpx})
         except Exception as exc:
             reply(
                 {

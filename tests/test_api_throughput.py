@@ -74,17 +74,8 @@ def test_rate_limited_run_records_every_query_once(tmp_path: Path, env: dict[str
 def test_run_with_worker_processes_keeps_concurrency_on_the_wire(tmp_path: Path, env: dict[str, str]) -> None:
     # the run hands the workers up to twice --concurrency requests; the wire must still see at most 4
     with running_stub(latency=0.3, every=5, retry_after=0.2) as stub:
-        res = _run(
-            tmp_path,
-            stub.url,
-            env,
-            "--concurrency",
-            "4",
-            "--llm-processes",
-            "2",
-            "--run-dir",
-            str(tmp_path / "run"),
-        )
+        workers = ("--concurrency", "4", "--llm-processes", "2")
+        res = _run(tmp_path, stub.url, env, *workers, "--run-dir", str(tmp_path / "run"))
         stats = stub.stats()
     assert res.returncode == 0, res.stderr[-2000:]
     keys = [(r["query_id"], r["condition"]) for r in _records(tmp_path / "run")]

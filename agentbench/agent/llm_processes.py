@@ -124,7 +124,7 @@ class _Worker:
     def load(self) -> int:
         return len(self._pending)
 
-    async def call(self, kwargs: dict[str, Any], wire: WireLimit | None = None) -> dict[str, Any]:
+    async def call(self, kwargs: dict[str, Any], wire: WireLimit) -> dict[str, Any]:
         """The worker's reply; ``wire`` is this worker's share of the client's limit."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
@@ -136,9 +136,7 @@ class _Worker:
         if exited is not None:
             _settle(future, exited)
         else:
-            request: dict[str, Any] = {"id": request_id, "kwargs": kwargs}
-            if wire is not None:
-                request["wire"] = {"group": wire.group, "limit": wire.limit}
+            request = {"id": request_id, "kwargs": kwargs, "wire": {"group": wire.group, "limit": wire.limit}}
             self._outbox.put(json.dumps(request).encode() + b"\n")
         return await future
 
@@ -234,30 +232,26 @@ class LLMProcessPool:
         with self._lock:
             self._workers += [_Worker() for _ in range(processes - len(self._workers))]
 
-    async def complete(self, kwargs: dict[str, Any], wire: WireLimit | None = None) -> Answer:
-        """With ``wire``, the limit is split over the first ``min(workers, limit)`` workers (as many as
-        the pool had at the group's first request) and the request goes to the one with the fewest of
-        the group's requests, so every share stays busy."""
+    async def complete(self, kwargs: dict[str, Any], wire: WireLimit) -> Answer:
+        """The limit is split over the first ``min(workers, limit)`` workers (as many as the pool had at
+        the group's first request) and the request goes to the one with the fewest of the group's
+        requests, so every share stays busy."""
         with self._lock:
             for i, worker in enumerate(self._workers):
                 if not worker.alive:
                     self._workers[i] = _Worker()
-            if wire is None:
-                worker, share = min(self._workers, key=lambda w: w.load), None
-            else:
-                split = self._splits.setdefault(wire.group, min(len(self._workers), wire.limit))
-                candidates = self._workers[:split]
-                index = min(range(len(candidates)), key=lambda i: candidates[i].group_load[wire.group])
-                worker = candidates[index]
-                base, extra = divmod(wire.limit, len(candidates))
-                share = WireLimit(wire.group, base + (index < extra))
-                worker.group_load[wire.group] += 1
+            split = self._splits.setdefault(wire.group, min(len(self._workers), wire.limit))
+            candidates = self._workers[:split]
+            index = min(range(len(candidates)), key=lambda i: candidates[i].group_load[wire.group])
+            worker = candidates[index]
+            base, extra = divmod(wire.limit, len(candidates))
+            share = WireLimit(wire.group, base + (index < extra))
+            worker.group_load[wire.group] += 1
         try:
             reply = await worker.call(kwargs, share)
         finally:
-            if wire is not None:
-                with self._lock:
-                    worker.group_load[wire.group] -= 1
+            with self._lock:
+                worker.group_load[wire.group] -= 1
         return Answer(reply["fields"], bool(reply.get("httpx")))
 
     def close(self) -> None:

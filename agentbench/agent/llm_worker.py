@@ -6,7 +6,7 @@ over the machine's cores. Each request carries the complete ``acompletion`` argu
 serve any model; the only state a worker keeps is each client's wire limit (:class:`_WireGroups`).
 
 Protocol: one JSON object per line. Requests ``{"id": N, "kwargs": {...}, "wire": {"group": G, "limit":
-L}}`` (``wire`` optional: at most L requests of client G on the wire in this worker); replies, in
+L}}`` (at most L requests of client G on the wire in this worker); replies, in
 completion order, ``{"id": N, "ok": true, "fields": <completion_fields>, "httpx": <sent through httpx>}``
 or ``{"id": N, "ok": false, "kind": <error_kind>, "type": <exception class>, "message": ...,
 "retry_after": <seconds or null>}``. The worker exits when its input ends, after answering what it
@@ -137,9 +137,7 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
 
     async def call(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """The answer's fields, and whether it went through httpx."""
-        if (wire := request.get("wire")) is None:
-            response = await litellm.acompletion(**request["kwargs"])
-            return completion_fields(litellm, response, priced=True), False
+        wire = request["wire"]
         async with groups.gate(wire["group"], wire["limit"]) as gate:
             response = await litellm.acompletion(**request["kwargs"])
         groups.learn(wire["group"], gate)

@@ -4,6 +4,7 @@ objects the pipeline never names, one run-directory type, typed results that sti
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from agentbench.agent import LLMClient
 from agentbench.agent._litellm import register_provider
 from agentbench.api import evaluate_config, retrieval_settings, run_config
 from agentbench.errors import ConfigError
-from agentbench.pipeline import Condition, Context, PlanInputs, RunConfig, RunDirectory, register
+from agentbench.pipeline import Condition, Context, PlanInputs, RunConfig, RunDirectory, RunRecord, register
 from agentbench.pipeline import conditions as registry
 from agentbench.pools.models import Query
 from agentbench.retrieval.settings import RetrievalSettings
@@ -133,13 +134,18 @@ def test_run_directory_refuses_to_mix_configurations(tmp_path: Path) -> None:
     first = RunDirectory.create(run_config(run_dir=str(tmp_path / "r"), limit=2))
     assert json.loads((first.path / "config.json").read_text())["run_dir"] == str(tmp_path / "r")
     assert RunDirectory.open(first.path).config == first.config
+    with pytest.raises(ConfigError, match=f"being written by another agentbench run \\(pid {os.getpid()}\\)"):
+        RunDirectory.create(run_config(run_dir=str(tmp_path / "r"), limit=2, resume=True))
+    first.records.append_many([RunRecord(query_id="q1", condition="oracle")])
+    first.close()
     with pytest.raises(ConfigError, match="already holds a run"):
         RunDirectory.create(run_config(run_dir=str(tmp_path / "r"), limit=2))
-    with pytest.raises(ConfigError, match="different settings"):
+    with pytest.raises(ConfigError, match="different settings \\(limit: 2 -> 3\\)"):
         RunDirectory.create(run_config(run_dir=str(tmp_path / "r"), limit=3, resume=True))
     # settings that cannot change a record may differ on --resume
     again = RunDirectory.create(run_config(run_dir=str(tmp_path / "r"), limit=2, resume=True, concurrency=9))
     assert again.config.concurrency == 9
+    again.close()
     (first.path / "retrieval.json").write_text('{"model": 3}')
     with pytest.raises(ConfigError, match="not a valid RetrievalResult"):
         RunDirectory.open(first.path).read_retrieval()

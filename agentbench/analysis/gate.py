@@ -17,7 +17,8 @@ better (``bug_inheritance``, ``mutated_line``, ``retrieval_errors_became_failure
 ``retrieval_induced_failures``, ``exec_ndcg_gap@K``),
 whose rise counts.
 A metric with no value in the run (nothing was measured, e.g. every rag record hit an LLM error) violates
-its threshold: a gate that cannot be checked does not pass. Naming a metric the run did not compute (a
+its threshold: a gate that cannot be checked does not pass. Nor does one measured on fewer records than the
+run planned: records lost to ``llm_error`` or ``infra_error`` fail the thresholds that depend on them. Naming a metric the run did not compute (a
 condition that was not run) is an input error.
 """
 
@@ -33,7 +34,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..pipeline.conditions import DEFAULT_CONDITIONS
-from ..pipeline.records import RunRecord
+from ..pipeline.records import ERROR_STATUSES, RunRecord
 from ..retrieval.metrics import is_metric_name
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "metric_value",
     "check_available",
     "gate_results",
+    "missing_records",
     "evaluate_gate",
     "write_junit",
     "LOWER_IS_BETTER",
@@ -242,6 +244,37 @@ def gate_results(
                 raise ConfigError(f"--max-drop {t.metric}: needs --baseline RUN_DIR to compare with")
             base = metric_value(baseline, t.metric)
         out.append(_check(t, metric_value(summary, t.metric), base))
+    return out
+
+
+def missing_records(results: list[GateResult], records: Sequence[RunRecord] | None) -> list[GateResult]:
+    """A gate never passes on fewer records than the run planned: a threshold on a condition (or on
+    attribution and propagation, which span conditions) whose records include ``llm_error`` or
+    ``infra_error`` ones fails, naming them; ``--resume`` redoes them."""
+    if not records:
+        return results
+    out = []
+    for r in results:
+        metric = r.threshold.metric
+        if is_metric_name(metric):  # retrieval metrics do not depend on generation records
+            out.append(r)
+            continue
+        condition = metric.rsplit(".", 1)[0] if metric.endswith((".pass", ".repair")) else None
+        errors = [
+            rec
+            for rec in records
+            if rec.status in ERROR_STATUSES and (condition is None or rec.condition == condition)
+        ]
+        if not r.ok or not errors:
+            out.append(r)
+            continue
+        named = ", ".join(f"{rec.query_id}/{rec.condition} ({rec.status})" for rec in errors[:5])
+        more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
+        message = (
+            f"{metric}: {len(errors)} record(s) are missing because of errors ({named}{more}), so "
+            f"{r.threshold.label} cannot be checked on the whole run; redo them with --resume"
+        )
+        out.append(GateResult(r.threshold, r.value, r.baseline, False, message))
     return out
 
 

@@ -7,13 +7,15 @@ records at INFO and above, one line each on stderr, as ``agentbench: <message>``
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
 
-from ..errors import AgentbenchError
+from ..errors import AgentbenchError, Interrupted
 from . import check, compare, pool, report, retrieve, run, sandbox
 
 __all__ = ["app", "main", "StderrLineHandler", "log_to_stderr"]
@@ -66,8 +68,19 @@ def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
 
 def main() -> None:
     """Entry point: user-facing errors become one line on stderr and exit code 2."""
-    with log_to_stderr():
-        _main()
+    main_thread = threading.current_thread() is threading.main_thread()
+    # a stopped CI job or `kill`: the same clean stop as Ctrl-C (records kept, one line, jobs killed)
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        with log_to_stderr():
+            _main()
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _main() -> None:
@@ -75,9 +88,12 @@ def _main() -> None:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
+    except Interrupted as exc:
+        print(f"agentbench: interrupted: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except AgentbenchError as exc:
         print(f"agentbench: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

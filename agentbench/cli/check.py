@@ -65,11 +65,11 @@ def enforce(
     as_json: bool = False,
 ) -> None:
     """Check thresholds, write JUnit, report on stderr (or JSON on stdout); typer.Exit(1) on a violation."""
-    from ..analysis.gate import gate_results, write_junit
+    from ..analysis.gate import gate_results, missing_records, write_junit
 
     if not thresholds and junit is None:
         return
-    results = gate_results(summary, thresholds, baseline)
+    results = missing_records(gate_results(summary, thresholds, baseline), records)
     if junit is not None:
         write_junit(junit, records or [], results)
     failed = [r for r in results if not r.ok]

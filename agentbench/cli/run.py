@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..pipeline.conditions import DEFAULT_CONDITIONS, available
 from ..pipeline.config import RunConfig
 from ..retrieval import DEFAULT_EMBEDDER
-from .check import (  # CI gate (issue 6)
+from .check import (
     FailOverOpt,
     FailUnderOpt,
     JunitOpt,
@@ -112,6 +112,11 @@ def run(
             help="Continue the run (or matrix) in --run-dir without redoing finished records or combinations."
         ),
     ] = False,
+    retry_errors: Annotated[
+        bool,
+        typer.Option("--retry-errors/--no-retry-errors", help=_RUN_FIELDS["retry_errors"].description),
+    ] = _RUN_DEFAULTS["retry_errors"],
+    max_error_rate: Annotated[float, _run_option("max_error_rate")] = _RUN_DEFAULTS["max_error_rate"],
     baseline: Annotated[
         str | None,
         typer.Option(
@@ -142,18 +147,18 @@ def run(
     max_agent_seconds: Annotated[float | None, _run_option("max_agent_seconds")] = _RUN_DEFAULTS[
         "max_agent_seconds"
     ],
-    # --- CI gate (issue 6): options; the logic is agentbench.analysis.gate via cli/check.py ---
+    # CI gate options; the logic is agentbench.analysis.gate via cli/check.py
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
     junit: JunitOpt = None,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
     ] = OutputFormat.table,
-    # --- end CI gate options ---
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
     from ..analysis import print_summary
     from ..api import evaluate_config, run_config
+    from ..pipeline.outage import check_error_rate
 
     settings = dict(
         pool=pool,
@@ -175,6 +180,8 @@ def run(
         chroma_url=chroma_url,
         run_dir=run_dir,
         resume=resume,
+        retry_errors=retry_errors,
+        max_error_rate=max_error_rate,
         rerank=rerank,
         visible_tests=visible_tests,
         rerank_k=rerank_k,
@@ -200,11 +207,10 @@ def run(
         retriever=retrievers[0] if retrievers else None,
     )
     config = run_config(**settings)
-    # --- CI gate (issue 6): bad thresholds fail before any work (exit 2) ---
+    # bad thresholds fail before any work (exit 2)
     thresholds = parse_gate(fail_under, fail_over)
     precheck(config, thresholds)
     as_json = as_json or output_format is OutputFormat.json
-    # --- end CI gate ---
     result = evaluate_config(config, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
@@ -212,7 +218,8 @@ def run(
         print_summary(result.summary)
         _print_rerank(result.summary.get("rerank"))
         typer.echo(f"run directory: {result.run_dir}")
-    # --- CI gate (issue 6): exit 1 when a threshold is violated ---
+    check_error_rate(result.records, config.max_error_rate, result.run_dir)
+    # exit 1 when a threshold is violated
     enforce(result.summary, thresholds, records=result.records, junit=junit)
 
 
@@ -228,6 +235,7 @@ def _run_matrix(
     """A matrix run (repeated --llm/--embedder/--agent/--retriever): agentbench.api.evaluate_matrix_config."""
     from ..analysis.leaderboard import HTML_FILE, JSON_FILE, print_leaderboard
     from ..api import evaluate_matrix_config
+    from ..pipeline.outage import check_error_rate
 
     as_json = as_json is True or as_json is OutputFormat.json
     result = evaluate_matrix_config(
@@ -241,9 +249,12 @@ def _run_matrix(
     )
     if as_json:
         typer.echo(json.dumps(result.leaderboard.to_json_dict(), indent=2))
-        return
-    print_leaderboard(result.leaderboard)
-    typer.echo(f"matrix directory: {result.path} (leaderboard: {JSON_FILE}, {HTML_FILE})")
+    else:
+        print_leaderboard(result.leaderboard)
+        typer.echo(f"matrix directory: {result.path} (leaderboard: {JSON_FILE}, {HTML_FILE})")
+    for run in result.runs:
+        if run is not None:
+            check_error_rate(run.records, config.max_error_rate, result.path)
 
 
 def _print_rerank(rr: dict | None) -> None:

@@ -23,6 +23,10 @@ from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_con
 __all__ = ["RunConfig", "RUN_SCHEMA_VERSION", "RAG_RERANKED"]
 
 RUN_SCHEMA_VERSION = 1
+MAX_CONCURRENCY = 1024
+"""--concurrency's upper bound: each request in flight holds a socket, and a process may open about
+1024 files by default."""
+MAX_TEMPERATURE = 2.0
 
 # Settings that cannot change any record; everything else must match for --resume.
 _NOT_OUTPUT_AFFECTING = {
@@ -36,6 +40,8 @@ _NOT_OUTPUT_AFFECTING = {
     "store_dir",
     "chroma_url",
     "ks",
+    "max_error_rate",
+    "retry_errors",
 }
 
 
@@ -61,6 +67,16 @@ class RunConfig(RetrievalSettings):
     max_tokens: int = 1024
     run_dir: str | None = None
     resume: bool = False
+    retry_errors: bool = Field(
+        True,
+        description="With --resume, run again the records that failed with llm_error or infra_error (an "
+        "outage of the model's service or of the sandbox).",
+    )
+    max_error_rate: float = Field(
+        0.1,
+        description="The run fails (exit 2) when more than this share of its records are llm_error or "
+        "infra_error: an outage, not a result.",
+    )
     max_turns: int = Field(6, description="Agent conditions: model replies per task.")
     max_tool_calls: int = Field(12, description="Agent conditions: tool calls per task.")
     max_agent_tokens: int = Field(
@@ -102,15 +118,37 @@ class RunConfig(RetrievalSettings):
             raise ConfigError(
                 f"unknown condition {unknown[0] if unknown else '(none)'!r}: use {', '.join(known)}"
             )
-        if self.k < 1:
-            raise ConfigError(f"--k must be at least 1, got {self.k}")
+        # the ranking kept per query, which rag's context is cut from
+        from ..retrieval.evaluate import TOP_RESULTS
+
+        if not 1 <= self.k <= TOP_RESULTS:
+            raise ConfigError(
+                f"--k must be between 1 and {TOP_RESULTS} (the snippets ranked per query), got {self.k}"
+            )
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.concurrency > MAX_CONCURRENCY:
+            raise ConfigError(
+                f"--concurrency must be between 1 and {MAX_CONCURRENCY} requests in flight, got {self.concurrency}"
+            )
         if self.llm_processes is not None and self.llm_processes < 0:
             raise ConfigError(f"--llm-processes must be 0 or more, got {self.llm_processes}")
+        if self.llm_processes is not None and self.llm_processes > self.concurrency:
+            raise ConfigError(
+                f"--llm-processes must be between 0 and --concurrency ({self.concurrency}): a process "
+                f"makes at least one request at a time, got {self.llm_processes}"
+            )
+        if self.max_tokens < 1:
+            raise ConfigError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ConfigError(
+                f"temperature must be between 0 and {MAX_TEMPERATURE:g}, got {self.temperature}"
+            )
         for name in ("max_turns", "max_tool_calls", "max_agent_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.max_error_rate <= 1.0:
+            raise ConfigError(f"--max-error-rate must be between 0 and 1, got {self.max_error_rate:g}")
         if self.max_agent_seconds is not None and not self.max_agent_seconds > 0:
             raise ConfigError(f"--max-agent-seconds must be positive, got {self.max_agent_seconds}")
         if self.agent and self.prompt:
@@ -135,7 +173,10 @@ class RunConfig(RetrievalSettings):
     def retriever_name(self) -> str:
         return self.retriever or self.embedder
 
+    def output_settings(self) -> dict[str, Any]:
+        """Every setting that can change a record, as JSON values."""
+        return self.model_dump(mode="json", exclude=_NOT_OUTPUT_AFFECTING)
+
     def fingerprint(self) -> str:
         """Hash of every setting that can change a record."""
-        data = self.model_dump(mode="json", exclude=_NOT_OUTPUT_AFFECTING)
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.output_settings(), sort_keys=True).encode()).hexdigest()[:16]

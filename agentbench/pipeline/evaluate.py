@@ -21,7 +21,7 @@ from ..agent import Agent, Generation, LLMClient, Task
 from ..agent.generate import AgentLike
 from ..agent.llm_processes import auto_processes
 from ..agent.plugin import PluginAgent, plugin_agent
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, Interrupted, ModelError
 from ..execution import ExecResult, Executor, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
 from ..pools import Pool, Query, load_pool
@@ -34,7 +34,7 @@ from ..retrieval.store import check_server
 from .conditions import Condition, PlanInputs, get_condition, uses_tools
 from .config import RunConfig
 from .records import ContextKind, RunRecord
-from .rundir import RunDirectory
+from .rundir import RunDirectory, check_writable_dir
 from .tools import RunTools
 
 __all__ = ["run_pipeline", "RunResult"]
@@ -291,6 +291,9 @@ async def _generate_and_execute(
     workers = [asyncio.create_task(worker()) for _ in range(min(len(items), max(4 * config.concurrency, 8)))]
     try:
         await asyncio.gather(*workers)
+    except asyncio.CancelledError:  # Ctrl-C or SIGTERM: the jobs running in the sandbox are killed now
+        executor.close()  # (a batch would otherwise run to its end before the process can exit)
+        raise
     finally:
         for w in workers:
             w.cancel()
@@ -443,6 +446,7 @@ def run_pipeline(
     open afterwards, ``exec_cache`` an open execution cache, and ``retrieval`` the retrieval stage's result
     for this pool, retriever and retrieval settings from another run, used instead of retrieving again.
     """
+    check_writable_dir(RunDirectory.path_for(config), "--run-dir")  # before any model loads
     the_agent, client = _make_agent(config, client, agent)
     retriever_name = None
     if retriever is not None or config.retriever:
@@ -456,6 +460,7 @@ def run_pipeline(
         named["retriever"] = retriever_name
     if named:
         config = config.model_copy(update=named)
+    RunDirectory.precheck(config)  # a bad --run-dir fails before the pool loads and retrieval starts
     full = load_pool(config.pool)
     queries = config.select(full.queries)
     pool = full.model_copy(update={"queries": queries})
@@ -469,8 +474,45 @@ def run_pipeline(
     else:  # a --chroma-url server that is down fails before a run directory exists
         check_server(config.chroma_url, config.embedder)
     directory = RunDirectory.create(config)
+    try:
+        return _run_in(
+            directory,
+            pool,
+            the_agent,
+            client,
+            retriever,
+            retriever_name,
+            executor,
+            exec_cache,
+            retrieval,
+            tooled,
+            show_progress,
+        )
+    except BaseException:
+        directory.abandon()  # a start that failed before its first record leaves no trace
+        raise
+    finally:
+        directory.close()
+
+
+def _run_in(
+    directory: RunDirectory,
+    pool: Pool,
+    the_agent: AgentLike,
+    client: LLMClient | None,
+    retriever: object | None,
+    retriever_name: str | None,
+    executor: Executor | None,
+    exec_cache: ExecCache | None,
+    retrieval: RetrievalResult | None,
+    tooled: bool,
+    show_progress: bool,
+) -> RunResult:
+    """The run's work once its directory is held: retrieval, then every (query, condition) not yet done."""
     config = directory.config
-    done = {r.key: r for r in directory.load_records()}
+    done = {r.key: r for r in directory.load_records_for_resume()}
+    if config.retry_errors:  # an outage of the model's service or the sandbox is not a result: redo it
+        done = {key: r for key, r in done.items() if r.scored}
     exec_cache = exec_cache if exec_cache is not None else ExecCache()
     reranking = reranking_for(config)
     # --rerank or a tool condition (run_tests sees the visible asserts): every condition on held-out ones
@@ -542,6 +584,11 @@ def run_pipeline(
                 f"{exc}; the {len(done)} record(s) finished so far are kept in {directory.path}: fix this, then "
                 f"continue with --resume --run-dir {directory.path}"
             ) from exc
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"{len(done)} record(s) are kept in {directory.path}; continue with the same command and "
+                f"--resume --run-dir {directory.path}"
+            ) from None
         finally:
             if bar:
                 bar.__exit__(None, None, None)

@@ -33,7 +33,7 @@ from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.results import RetrievalResult
 from .config import RunConfig
 from .evaluate import RunResult, _make_agent, run_pipeline
-from .rundir import CONFIG, MATRIX_MANIFEST, SUMMARY
+from .rundir import CONFIG, MATRIX_MANIFEST, SUMMARY, check_writable_dir
 
 __all__ = [
     "MANIFEST",
@@ -216,6 +216,7 @@ class MatrixDirectory:
     @classmethod
     def prepare(cls, path: Path, combos: list[Combination], *, resume: bool) -> MatrixDirectory:
         """Refuse to mix two matrices or to overwrite runs; nothing is written here."""
+        check_writable_dir(path, "--run-dir")
         manifest = path / MANIFEST
         if (path / CONFIG).exists():
             raise ConfigError(f"{path} holds a single run, not a matrix: choose another --run-dir")

@@ -1,21 +1,30 @@
 """One JSONL record per (query, condition), appended as it completes.
 
 Each record is written with one ``write`` call, flushed and fsynced, so a killed run loses at most the
-records in flight; a torn last line is dropped on resume.
+records in flight; a torn last line is skipped by readers and cut by the next ``--resume``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-__all__ = ["RunRecord", "RecordLog", "ContextKind"]
+from ..errors import AgentbenchError, ConfigError
+
+__all__ = ["RunRecord", "RecordLog", "ContextKind", "ERROR_STATUSES", "write_error"]
+
+log = logging.getLogger(__name__)
 
 ContextKind = Literal["none", "canonical", "own_distractor", "other_snippet"]
+ERROR_STATUSES = ("llm_error", "infra_error")
+"""Records that say nothing about the system under test: the model's service or the sandbox failed."""
 
 
 class RunRecord(BaseModel):
@@ -67,46 +76,98 @@ class RunRecord(BaseModel):
     @property
     def scored(self) -> bool:
         """llm_error and infra_error records are reported separately, never as model failures."""
-        return self.status not in ("llm_error", "infra_error")
+        return self.status not in ERROR_STATUSES
 
 
 class RecordLog:
-    """Append-only JSONL of RunRecords with crash-safe appends and duplicate-free resume."""
+    """Append-only JSONL of RunRecords with crash-safe appends and duplicate-free resume.
+
+    Reading never changes the file: a torn final line (a run killed mid-write, or one writing right now) is
+    skipped with a warning, and a damaged line before it is an error naming the file and the line. Only
+    the run that holds the directory's lock repairs a torn tail (:meth:`repair_tail`). A key written twice
+    (an error record retried by ``--resume``) counts once, with its last record.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def load(self) -> list[RunRecord]:
-        """Records already written; a torn final line (killed mid-write) is cut off the file."""
-        if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
+        """The records on disk, read-only."""
+        return list(self._parse(self._read())[0].values())
+
+    def _read(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise ConfigError(f"{self.path} cannot be read ({exc.strerror}): check its permissions") from None
+
+    def _parse(self, data: bytes) -> tuple[dict[tuple[str, str], RunRecord], int]:
+        """Records by key and the length of the intact part (everything before a torn final line)."""
         records: dict[tuple[str, str], RunRecord] = {}
         good_end = 0
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
+        for number, line in enumerate(data.splitlines(keepends=True), start=1):
+            if not line.endswith(b"\n"):  # only the last line can lack its newline: a torn write
+                log.warning(
+                    "%s: line %d is incomplete (a run was killed while writing it, or is writing it now); "
+                    "skipped",
+                    self.path,
+                    number,
+                )
                 break
             try:
                 rec = RunRecord.model_validate(json.loads(line))
-            except (json.JSONDecodeError, ValidationError, UnicodeDecodeError):
-                break
-            records.setdefault(rec.key, rec)
+            except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
+                detail = str(exc).splitlines()[0][:120]
+                raise ConfigError(
+                    f"{self.path}: line {number} is damaged ({detail}); the file was left as it is: restore "
+                    "it from a backup or delete that line, and --resume redoes its record"
+                ) from None
+            records.pop(rec.key, None)  # a retried record replaces the earlier one, in the later place
+            records[rec.key] = rec
             good_end += len(line)
+        return records, good_end
+
+    def repair_tail(self) -> list[RunRecord]:
+        """For the writer holding the run directory's lock: cut a torn final line, then load."""
+        data = self._read()
+        records, good_end = self._parse(data)
         if good_end < len(data):
             with open(self.path, "r+b") as fh:
                 fh.truncate(good_end)
         return list(records.values())
 
-    def append(self, record: RunRecord) -> None:
-        self.append_many([record])
-
     def append_many(self, records: list[RunRecord]) -> None:
         """Append ``records`` with one write and one fsync (an fsync costs milliseconds: one per record
-        would cap a fast run at a few hundred records a second)."""
+        would cap a fast run at a few hundred records a second). A failed write (a full disk) is cut back
+        off, so the file keeps only whole records, and raised as one line naming the path and free space."""
         if not records:
             return
         data = b"".join((json.dumps(r.model_dump(), ensure_ascii=False) + "\n").encode() for r in records)
         with open(self.path, "ab") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            size = fh.tell()
+            try:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError as exc:
+                try:
+                    fh.truncate(size)
+                except OSError:
+                    pass
+                raise write_error(self.path, exc) from None
+
+
+def write_error(path: Path, exc: OSError) -> AgentbenchError:
+    """A failed write as one line: a full disk names the free space, anything else its cause."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            free = shutil.disk_usage(path.parent).free
+        except OSError:
+            free = 0
+        return ConfigError(
+            f"cannot write {path}: no space left on its device ({free / 1e6:.1f} MB free); free some space, "
+            "then continue with --resume"
+        )
+    return ConfigError(f"cannot write {path}: {exc.strerror or exc}")

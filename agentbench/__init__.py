@@ -1,6 +1,6 @@
 """agentbench: what retrieval errors cost a RAG coding agent, measured end to end.
 
-The Python API (see :mod:`agentbench.api` and the README's "Testing your own agent"):
+The Python API (see :mod:`agentbench.api` and docs/plugins.md):
 
     import agentbench
     result = agentbench.evaluate(pool="core", retriever=my_retriever, agent=my_agent, limit=10)

@@ -1,1 +1,1 @@
-"""Example plug-ins for ``agentbench run --retriever ... --agent ...`` (see README, "Testing your own agent")."""
+"""Example plug-ins for ``agentbench run --retriever ... --agent ...`` (see docs/plugins.md)."""

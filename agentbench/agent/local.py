@@ -7,7 +7,9 @@ a memory-hungry context is killed by the OOM killer, and either would otherwise 
 without a word. Here such a death becomes :class:`LocalModelDied`, one line naming the model, the
 signal and the fix. Generations are serialised on the model's lock; ``acompletion`` runs the blocking
 call in a daemon worker thread. Sampling is deterministic by default (temperature 0 → greedy, fixed
-seed).
+seed), and a reply depends only on its request: the worker evaluates every prompt from an empty KV cache
+(no prefix reuse across requests, whose batch split changes greedy output) with a fixed batch size. The
+worker exits within a fraction of a second of this process's death, even mid-generation.
 
 Tuning through the environment: ``AGENTBENCH_LLAMA_THREADS`` (default: usable CPU cores),
 ``AGENTBENCH_LLAMA_CTX`` (context window, default 4096) and ``OMP_WAIT_POLICY`` (default ``PASSIVE``:
@@ -95,9 +97,20 @@ class LocalModelProcess:
         """Whether the worker's death was raised to a caller: until then every use raises it."""
         self._lock = threading.Lock()
         self._stderr = tempfile.TemporaryFile()
-        spec = {"model_path": model_path, "n_ctx": n_ctx, "n_threads": n_threads}
+        # parent_pid: the worker's watchdog ends it as soon as this process is gone
+        spec = {
+            "model_path": model_path,
+            "n_ctx": n_ctx,
+            "n_threads": n_threads,
+            "parent_pid": os.getpid(),
+        }
+        # llama.cpp's OpenMP workers spin while waiting; next to other busy processes (the sandbox, a
+        # shared CI box) spinning threads starve each other and throughput drops several-fold (a
+        # 64-token reply took 120 s instead of 16 s on a heavily loaded two-core machine)
+        env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "agentbench.agent.local_worker", json.dumps(spec)],
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -123,7 +136,7 @@ class LocalModelProcess:
         return reply["result"]
 
     def reset(self) -> None:
-        """Forget the KV cache (no prompt-prefix reuse in the next call)."""
+        """Forget the KV cache (every request already starts from an empty one; kept for callers)."""
         self._call({"op": "reset"})
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -227,8 +240,7 @@ def load_local_model(name: str) -> tuple[Any, threading.Lock]:
             raise ConfigError(
                 f"llama-cpp-python is not installed, needed by local/{spec.name}: pip install 'agentbench[{spec.extra}]'"
             )
-        # llama.cpp's OpenMP workers spin while waiting; next to other busy processes (the sandbox, a
-        # shared CI box) spinning threads starve each other and throughput drops several-fold
+        # (also in this process, for callers that load llama.cpp here too, as bench/run_overhead.py does)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         model = LocalModelProcess(
             spec.name,

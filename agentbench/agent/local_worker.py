@@ -3,7 +3,25 @@
 llama.cpp is native code: a build for the wrong CPU dies of SIGILL, a bug of SIGSEGV, a big context of
 the OOM killer. In its own process such a death cannot take the run with it; the parent
 (:class:`agentbench.agent.local.LocalModelProcess`) sees the pipe close, reads the exit signal and
-reports it. ``SPEC`` is a JSON object: ``model_path``, ``n_ctx``, ``n_threads``.
+reports it. ``SPEC`` is a JSON object: ``model_path``, ``n_ctx``, ``n_threads`` and ``parent_pid``.
+
+The worker never outlives its parent by more than :data:`PARENT_POLL_S`: a watchdog thread, started
+before llama.cpp is imported, ends the process once its parent process is gone (SIGKILL, OOM kill,
+crash), whatever the main thread is doing (loading the weights, generating: llama-cpp-python calls
+llama.cpp through ctypes, which releases the GIL). End of input only reaches a worker between requests.
+``PR_SET_PDEATHSIG`` is not used: it fires when the *thread* that started the worker ends, and the
+worker is started from whichever thread first asks for the model, often a short-lived one
+(``LocalLLM.acompletion``'s).
+
+Every request is computed from an empty KV cache (``llama.reset()`` first), so a reply depends only
+on the request, never on the requests before it. llama-cpp-python otherwise reuses the longest
+common token prefix with the previous request (the shared system prompt) and evaluates only the rest;
+that splits the prompt into different batches, which changes the floating-point results enough to
+change greedy output (measured: the same prompt gave 244 tokens fresh and hit max_tokens=1024 after
+another prompt). ``n_batch``/``n_ubatch`` are fixed for the same reason. The price is evaluating the
+shared system prompt again each time: about 1.2 s more per request for the 0.5B model on two busy cores
+(eight agent prompts, first token only: 25.6 s instead of 16.2 s). The thread count does not change the
+output (0.5B model, x86-64 AVX2 build: 1 to 4 threads, and under CPU load, gave identical text).
 
 Protocol: one JSON object per line. The worker first answers ``{"ok": true}`` (or an error), then
 for each request ``{"messages": [...], "params": {...}}`` (or ``{"op": "reset"}``) one reply
@@ -17,7 +35,51 @@ import json
 import os
 import signal
 import sys
+import threading
+import time
+from pathlib import Path
 from typing import IO, Any
+
+PARENT_POLL_S = 0.1
+"""How often the watchdog checks that the parent is alive (the worker exits within about this long)."""
+N_BATCH = 512
+"""Prompt tokens per llama.cpp decode (and per micro-batch): fixed, since the split changes results."""
+
+
+def parent_gone(parent_pid: int, first_ppid: int) -> bool:
+    """Whether the process that started this worker has ended.
+
+    An orphan is re-parented (to init or a subreaper), so ``os.getppid()`` moving away from
+    ``first_ppid`` means the parent died. A parent that died before this process first looked (or sits
+    behind a launcher that forked us) is caught by ``parent_pid`` itself being gone or a zombie.
+    """
+    if os.getppid() != first_ppid:
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    try:
+        state = Path(f"/proc/{parent_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no procfs: the pid exists, take it as alive
+        return False
+    return state in ("Z", "X")
+
+
+def watch_parent(parent_pid: int, interval: float = PARENT_POLL_S) -> threading.Thread:
+    """Start a daemon thread that ends this process at once when its parent ``parent_pid`` is gone."""
+    first_ppid = os.getppid()
+
+    def watch() -> None:
+        while not parent_gone(parent_pid, first_ppid):
+            time.sleep(interval)
+        os._exit(0)  # nobody is left to answer; skip interpreter teardown mid-generation
+
+    thread = threading.Thread(target=watch, name="agentbench-parent-watchdog", daemon=True)
+    thread.start()
+    return thread
 
 
 def _reply(out: IO[str], message: dict[str, Any]) -> None:
@@ -38,6 +100,8 @@ def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
             n_ctx=int(spec["n_ctx"]),
             n_threads=int(spec["n_threads"]),
             n_threads_batch=int(spec["n_threads"]),
+            n_batch=N_BATCH,
+            n_ubatch=N_BATCH,
             seed=0,
             verbose=False,
         )
@@ -52,6 +116,7 @@ def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
             _reply(out, {"ok": True})
             continue
         try:
+            llama.reset()  # no prompt-prefix reuse: see the module docstring
             result = llama.create_chat_completion(messages=request["messages"], **request["params"])
         except Exception as exc:
             _reply(out, _error(exc))
@@ -62,6 +127,8 @@ def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
 
 
 def main() -> int:
+    spec = json.loads(sys.argv[1])
+    watch_parent(int(spec.get("parent_pid") or os.getppid()))
     # Ctrl-C reaches the whole process group: the parent handles it and closes our input, so the
     # worker must not die of it first (that would read as a crash of the model)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -69,7 +136,7 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return serve(json.loads(sys.argv[1]), sys.stdin, out)
+    return serve(spec, sys.stdin, out)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PoolError
+from ..errors import ConfigError, PoolError
 from ..files import atomic_write_text
 from ..pipeline.records import RunRecord
 from ..pools.models import DistractorMeta, Pool
@@ -632,9 +632,17 @@ def write_html(run: RunData | str | Path, path: str | Path, pool: Pool | str | N
     """Write the report of ``run`` (a RunData or run directory) to ``path``.
 
     ``pool`` defaults to the run's pool; when it cannot be loaded the report leaves out snippets and asserts.
+    A ``path`` that is a directory or cannot be written is a one-line ConfigError (an existing report
+    there is left as it was).
     """
+    from ..cache import write_problem
     from ..pools import load_pool
 
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError(
+            f"the HTML report path {out} is a directory; pass a file path such as {out / 'report.html'}"
+        )
     data = run if isinstance(run, RunData) else load_run(run)
     if isinstance(pool, str):  # asked for explicitly: its errors are the user's to see
         pool = load_pool(pool)
@@ -643,6 +651,11 @@ def write_html(run: RunData | str | Path, path: str | Path, pool: Pool | str | N
             pool = load_pool(data.config.pool)
         except PoolError:
             pool = None
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(out, render_html(data, pool))
+    text = render_html(data, pool)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return atomic_write_text(out, text)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the HTML report {out}: {write_problem(out, exc)}; pass a writable file path"
+        ) from exc

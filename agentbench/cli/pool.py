@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import ConfigError, PoolError
 from ..execution import SANDBOX_KINDS, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
 from ..pools import (
@@ -26,7 +27,9 @@ from ..pools import (
     structural_warnings,
     write_pool,
 )
+from ..pools.validate import EMPTY_FIX
 from ..progress import progress_bar
+from .options import check_output_dir
 
 app = typer.Typer(help="Build, validate and describe task pools.", no_args_is_help=True)
 console = Console()
@@ -44,6 +47,19 @@ RayOpt = Annotated[
         "of it); every node runs its own --sandbox executor.",
     ),
 ]
+
+
+def _write(pool, out: Path) -> None:
+    """``write_pool`` with a failed write as one line naming the path (files already there stay whole:
+    each is replaced atomically or not at all)."""
+    from ..cache import write_problem
+
+    try:
+        write_pool(pool, out)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the pool to {out}: {write_problem(out, exc)}; pass --out a writable directory"
+        ) from exc
 
 
 def _runner(executor, label: str):
@@ -88,6 +104,7 @@ def build(
 ) -> None:
     """Turn canonical implementations with tests into a pool of execution-verified distractors."""
     tasks = read_sources(src)
+    check_output_dir(out, "--out")  # before any execution
     with make_executor(sandbox, workers, ray) as executor:
         pool, report = build_pool(
             tasks,
@@ -97,8 +114,8 @@ def build(
             name=out.name,
             timeout=timeout,
             realistic=not crude,
-        )
-    write_pool(pool, out)
+        )  # a build that drops every task raises here: nothing is written, a pool at --out stays
+    _write(pool, out)
     summary = report.to_json()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
@@ -130,6 +147,8 @@ def validate(
     """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
     path = resolve_pool_path(pool)
     scan = scan_pool(path)
+    if not scan.problems and not scan.pool.queries:  # one line: the rest cannot be checked
+        raise PoolError(f"pool {path} holds no queries: {EMPTY_FIX}")
     unstated, spec_warnings = spec_problems(scan)
     problems = scan.problems + structural_problems(scan) + unstated
     for w in structural_warnings(scan) + spec_warnings:
@@ -185,9 +204,10 @@ def replicate(
     out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
 ) -> None:
     """Make a large pool for scaling tests: renamed replicas of POOL, exactly --snippets snippets."""
+    check_output_dir(out, "--out")
     source = load_pool(pool)
     big = replicate_pool(source, snippets, name=out.name)
-    write_pool(big, out)
+    _write(big, out)
     console.print(
         f"wrote {out}: {len(big.queries)} queries, {len(big.corpus)} snippets "
         f"({len(big.queries) / max(1, len(source.queries)):.1f} replicas of {pool})",

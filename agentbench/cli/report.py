@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .check import OutputFormat
+from .options import check_output_file
 
 
 def _f(x: float | None) -> str:
@@ -68,6 +69,8 @@ def report(
     from ..analysis.compare import load_run
     from ..analysis.html import write_html
 
+    if html is not None:  # before reading and rendering the run: a bad path fails at once
+        check_output_file(html, "--html")
     run = load_run(run_dir)
     if output_format is OutputFormat.json:
         typer.echo(json.dumps(run.summary.to_json_dict(), indent=2))

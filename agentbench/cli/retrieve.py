@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import ConfigError
 from ..files import atomic_write_json, slug
 from .options import (
     DEFAULTS,
@@ -30,6 +31,7 @@ from .options import (
     StoreDirOpt,
     TimeoutOpt,
     VisibleTestsOpt,
+    check_output_dir,
 )
 
 console = Console()
@@ -195,6 +197,29 @@ def _breakdowns(results: list[dict]) -> Table:
     return table
 
 
+def _write_results(out_dir: Path, results: list[dict]) -> list[Path]:
+    """One results file per retriever in ``out_dir``; a failed write is one line naming the path (the
+    files written before it stay)."""
+    from ..cache import write_problem
+
+    files: list[Path] = []
+    taken: set[str] = set()
+    path = out_dir
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for res in results:
+            path = out_dir / f"{_file_name(res['model'], taken)}.json"
+            atomic_write_json(path, res, indent=1)
+            files.append(path)
+    except OSError as exc:
+        written = f" (written: {', '.join(str(f) for f in files)})" if files else ""
+        raise ConfigError(
+            f"cannot write the retrieval results to {path}: {write_problem(path, exc)}{written}; "
+            "pass --out a writable directory and run again"
+        ) from exc
+    return files
+
+
 def retrieve(
     pool: Annotated[
         str, typer.Option("--pool", help="`core`, `execretrieval` or a pool directory.")
@@ -243,17 +268,12 @@ def retrieve(
         rerank_k=rerank_k,
     )
     out_dir = out or _fresh_dir(Path("runs") / f"retrieval-{time.strftime('%Y%m%d-%H%M%S')}")
+    check_output_dir(out_dir, "--out")  # before any snippet is executed: a bad --out loses no work
     results = retrieve_all(
         pool, embedders=embedder or [], retrievers=retriever or [], settings=settings, show_progress=True
     )
     results = [r.to_json_dict() for r in results]  # the files and tables below read the JSON form
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    taken: set[str] = set()
-    for res in results:
-        path = out_dir / f"{_file_name(res['model'], taken)}.json"
-        atomic_write_json(path, res, indent=1)
-        files.append(path)
+    files = _write_results(out_dir, results)
     if as_json:
         summary = {
             "pool": pool,

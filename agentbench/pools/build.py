@@ -247,7 +247,10 @@ def build_pool(
 ) -> tuple[Pool, BuildReport]:
     """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids.
 
-    ``realistic=False`` also keeps crude edits and mutants that fail or raise on every assert."""
+    ``realistic=False`` also keeps crude edits and mutants that fail or raise on every assert.
+
+    A build that drops every task is a :class:`PoolError` naming the first reason: an empty pool is of
+    no use, and returning one would let a caller overwrite a good pool with it."""
     report = BuildReport(queries_in=len(tasks))
     ids = [t.id or f"task_{i:04d}" for i, t in enumerate(tasks, start=1)]
     dupes = [i for i, n in Counter(ids).items() if n > 1]
@@ -267,6 +270,7 @@ def build_pool(
 
     # 2. mutants, evaluated in rounds until each task has its distractors (or runs out of candidates)
     plans: dict[int, _TaskPlan] = {}
+    dropped = report.dropped_queries
     for idx, (t, ok, res) in enumerate(zip(tasks, parsed, canon_results, strict=True)):
         if not ok:
             report.dropped_queries.append(f"{ids[idx]}: canonical does not parse")
@@ -283,6 +287,12 @@ def build_pool(
             order = _order(candidates, random.Random(f"{seed}:{ids[idx]}"))
             explore = EXPLORE_PER_BUG_TYPE * len({m.bug_type for m in order})
             plans[idx] = _TaskPlan(order, explore, realistic)
+    if not plans:  # before any mutant is executed
+        first = f"; first: {' '.join(dropped[0].split())[:200]}" if dropped else ""
+        raise PoolError(
+            f"every task was dropped ({len(dropped)} of {len(tasks)}{first}): fix the canonicals or "
+            "their asserts so that each canonical passes all of them"
+        )
     chosen_by_task: dict[int, list[tuple[Mutant, ExecResult]]] = {}
     batch = max(distractors, 1) + 2
     mutant_timeout = timeout * MUTANT_CPU_SHARE

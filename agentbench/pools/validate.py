@@ -12,7 +12,9 @@ from .models import Pool
 from .problems import Problem, ScanResult
 from .spec import borrowed_names, spec_gaps
 
-__all__ = ["structural_problems", "structural_warnings", "execution_problems", "spec_problems"]
+__all__ = ["structural_problems", "structural_warnings", "execution_problems", "spec_problems", "EMPTY_FIX"]
+
+EMPTY_FIX = "add at least one query (with its tests and snippets) or pass another pool"
 
 # pass, FAIL, FAIL:<message>, TIMEOUT, ERROR:<name>, in any case, with any message after the word
 _OUTCOME = re.compile(r"^(pass|fail|timeout|error)\b", re.I)
@@ -31,6 +33,9 @@ def structural_problems(scan: ScanResult) -> list[Problem]:
     """Problems that need no execution. Row-level read problems are in ``scan.problems`` already."""
     pool, loc = scan.pool, scan.locations
     out: list[Problem] = []
+    if not pool.queries and not any(p.file == Q for p in scan.problems):
+        # read without a problem, yet empty: nothing to retrieve for, generate or score
+        out.append(Problem(Q, None, f"the pool holds no queries: {EMPTY_FIX}"))
 
     def at(file: str, ident: str) -> int | None:
         return loc.get((file, ident))

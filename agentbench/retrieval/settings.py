@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 __all__ = ["RetrievalSettings", "SANDBOX_KINDS", "flag", "config_error", "settings_from"]
 
 SANDBOX_KINDS = ("auto", "docker", "process")
+MAX_TIMEOUT_S = 3600.0
+"""--timeout's upper bound: an hour of CPU for one execution (a larger value, or inf, is a typo)."""
+MAX_SANDBOX_WORKERS = 1024
+MAX_RERANK_K = 100
+"""--rerank-k's upper bound: every candidate is executed per query, and the paper's pools hold five
+snippets per query (a larger value only adds executions of unrelated snippets)."""
+MAX_SEED = 2**32 - 1
+"""Seeds go to numpy's generators (non-negative only) and to the local model (32 bits)."""
 
 
 def flag(field: str) -> str:
@@ -106,14 +114,31 @@ class RetrievalSettings(BaseModel):
             raise ConfigError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOX_KINDS)}")
         if self.sandbox_workers is not None and self.sandbox_workers < 1:
             raise ConfigError(f"--sandbox-workers must be at least 1, not {self.sandbox_workers}")
+        if self.sandbox_workers is not None and self.sandbox_workers > MAX_SANDBOX_WORKERS:
+            raise ConfigError(
+                f"--sandbox-workers must be between 1 and {MAX_SANDBOX_WORKERS} (per machine), "
+                f"not {self.sandbox_workers}"
+            )
         if not self.timeout >= 0.1:
             raise ConfigError(f"--timeout must be at least 0.1 seconds, got {self.timeout}")
+        if not self.timeout <= MAX_TIMEOUT_S:
+            raise ConfigError(
+                f"--timeout must be between 0.1 and {MAX_TIMEOUT_S:g} seconds of CPU per execution, "
+                f"got {self.timeout}"
+            )
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {self.seed}")
         if self.ray is not None:
             from ..execution.cluster import check_address
 
             check_address(self.ray)
         if self.rerank_k < 1:
             raise ConfigError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        if self.rerank_k > MAX_RERANK_K:
+            raise ConfigError(
+                f"--rerank-k must be between 1 and {MAX_RERANK_K} (candidates executed per query), "
+                f"got {self.rerank_k}"
+            )
         if self.chroma_url is not None:
             from .store import parse_chroma_url
 
@@ -127,8 +152,21 @@ class RetrievalSettings(BaseModel):
         return self
 
     def select(self, queries: list[Any]) -> list[Any]:
-        """The queries a run or retrieval covers: the first ``limit``, then a seeded ``sample`` of them."""
+        """The queries a run or retrieval covers: the first ``limit``, then a seeded ``sample`` of them.
+
+        A ``sample`` larger than the queries there are to sample from is a ConfigError naming both
+        numbers (it would silently be the whole pool); a ``limit`` larger than the pool takes it all."""
         chosen = queries[: self.limit] if self.limit else list(queries)
+        if self.sample is not None and self.sample > len(chosen):
+            n = f"{len(chosen)} {'query' if len(chosen) == 1 else 'queries'}"
+            among = (
+                f"the {n} left by --limit {self.limit}"
+                if self.limit and self.limit < len(queries)
+                else f"the pool's {n}"
+            )
+            raise ConfigError(
+                f"--sample {self.sample} is more than {among}: pass --sample {len(chosen)} or less"
+            )
         if self.sample is not None and self.sample < len(chosen):
             import random
 

@@ -202,6 +202,9 @@ def evaluate_matrix_config(
     base = resolve_baseline(combos, baseline)
     directory = MatrixDirectory.prepare(path, combos, resume=config.resume)
     check_combinations(combos)  # keys, models, plug-ins: before anything is written
+    from .pools import load_pool
+
+    config.select(load_pool(config.pool).queries)  # an empty pool or a --sample too large: before any work
     result = _run_matrix(
         directory, resume=config.resume, finish=_finish, baseline=base, show_progress=show_progress
     )

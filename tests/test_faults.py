@@ -446,3 +446,12 @@ def test_a_full_disk_keeps_whole_records_and_resume_completes(
         assert len(records(d)) == 6
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_matrix_with_a_sample_larger_than_the_pool_writes_nothing(env: dict, tmp_path: Path) -> None:
+    d = tmp_path / "matrix"
+    line = one_line_error(run(env, d, "--llm", "fault/m2", "--sample", "50"))  # two LLMs: a matrix
+    assert "--sample 50" in line and "3 queries" in line
+    assert not d.exists()
+    res = run(env, d, "--llm", "fault/m2", "--sample", "2", "--conditions", "oracle")
+    assert res.returncode == 0, res.stderr

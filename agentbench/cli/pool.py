@@ -213,3 +213,52 @@ def replicate(
         f"({len(big.queries) / max(1, len(source.queries)):.1f} replicas of {pool})",
         highlight=False,
     )
+
+
+@app.command("mine")
+def mine(
+    src: Annotated[Path, typer.Argument(help="A Python project: checkout, unpacked sdist or sdist archive.")],
+    out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
+    distractors: Annotated[int, typer.Option(min=0, max=4, help="Distractors per query (at most 4).")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed for choosing among mutants.")] = 0,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="CPU seconds per canonical (as in pool build).")
+    ] = 10.0,
+    max_asserts: Annotated[int, typer.Option("--max-asserts", min=1, help="Asserts kept per task.")] = 25,
+    min_asserts: Annotated[
+        int, typer.Option("--min-asserts", min=1, help="Asserts a function needs to become a task.")
+    ] = 3,
+    sandbox: SandboxOpt = "auto",
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the mining summary as JSON.")] = False,
+) -> None:
+    """Mine a Python repository's functions and unit tests into an execution-verified pool."""
+    import contextlib
+
+    from ..pools.mine import REPORT_FILE, mine_source, write_mined
+
+    @contextlib.contextmanager
+    def runner():
+        with make_executor(sandbox, workers, ray) as executor:
+            yield _runner(executor, "verifying")
+
+    pool, report = mine_source(
+        src,
+        runner,
+        distractors=distractors,
+        seed=seed,
+        name=out.name,
+        timeout=timeout,
+        max_asserts=max_asserts,
+        min_asserts=min_asserts,
+    )
+    write_mined(pool, report, out)
+    if as_json:
+        typer.echo(json.dumps(report.summary(), indent=2))
+        return
+    table = Table(title=f"pool mine {src.name} -> {out}", show_header=False)
+    for label, value in report.summary_rows():
+        table.add_row(label, value)
+    console.print(table)
+    console.print(f"per-file report: {out / REPORT_FILE}", highlight=False)

@@ -236,7 +236,10 @@ def mine(
     """Mine a Python repository's functions and unit tests into an execution-verified pool."""
     import contextlib
 
+    from ..cache import write_problem
     from ..pools.mine import REPORT_FILE, mine_source, write_mined
+
+    check_output_dir(out, "--out")  # before any work
 
     @contextlib.contextmanager
     def runner():
@@ -253,7 +256,12 @@ def mine(
         max_asserts=max_asserts,
         min_asserts=min_asserts,
     )
-    write_mined(pool, report, out)
+    try:
+        write_mined(pool, report, out)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the pool to {out}: {write_problem(out, exc)}; pass --out a writable directory"
+        ) from exc
     if as_json:
         typer.echo(json.dumps(report.summary(), indent=2))
         return

@@ -345,6 +345,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x")
     line = _one_line_exit_2(run_cli("pool", "mine", str(tmp_path / "file.txt"), "--out", str(out)))
     assert "is a file but not an sdist archive" in line
+    line = _one_line_exit_2(run_cli("pool", "mine", str(FIXTURE), "--out", str(tmp_path / "file.txt")))
+    assert "--out" in line and "is a file, not a directory" in line
     assert not out.exists()
 
 

@@ -377,21 +377,13 @@ def test_a_pool_with_no_verified_task_is_never_written(tmp_path: Path) -> None:
 
 
 def test_mining_is_deterministic(mined, tmp_path: Path) -> None:
-    """A second mining of the same source, through the CLI with one sandbox worker instead of two,
-    writes byte-identical files (the pool and the report)."""
+    """A second mining of the same source, through the CLI with one sandbox worker instead of two and an
+    empty execution cache (every verdict computed again), writes byte-identical files (pool and report)."""
     _, _, first, root = mined
     out = tmp_path / "again"
+    args = ["--sandbox", "process", "--sandbox-workers", "1", "--json"]
     res = run_cli(
-        "pool",
-        "mine",
-        str(root),
-        "--out",
-        str(out),
-        "--sandbox",
-        "process",
-        "--sandbox-workers",
-        "1",
-        "--json",
+        "pool", "mine", str(root), "--out", str(out), *args, env={"AGENTBENCH_CACHE_DIR": str(tmp_path)}
     )
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)

@@ -331,16 +331,16 @@ class ProjectIndex:
         return None
 
     def resolve_dotted(self, dotted: str) -> Ref | None:
-        """``pkg.mod.func`` or ``pkg.func`` (via re-exports) -> a Ref."""
+        """``pkg.mod.func`` or ``pkg.func`` (via re-exports) -> a Ref, attribute by attribute as Python
+        looks them up: a package's own binding wins over a submodule of the same name (``from slugify
+        import slugify`` is the function that ``slugify/__init__.py`` imports, not ``slugify/slugify.py``)."""
         parts = dotted.split(".")
-        for i in range(len(parts), 0, -1):
+        for i in range(1, len(parts) + 1):
             head = ".".join(parts[:i])
             if head in self.modules:
-                ref = Ref(head)
+                ref: Ref | None = Ref(head)
                 for attr in parts[i:]:
-                    ref = self.attribute(ref, attr)
-                    if ref is None:
-                        return None
+                    ref = self.attribute(ref, attr) if ref is not None else None
                 return ref
         return None
 

@@ -170,6 +170,43 @@ def _called(tree: ast.AST, made: set[int]) -> bool:
     return any(isinstance(n, ast.Call) and id(n.func) in made for n in ast.walk(tree))
 
 
+def _numeric(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, bool)
+
+
+def _hash_ordered(node: ast.AST) -> bool:
+    """A set whose iteration order changes between processes (its elements' hashes are randomized:
+    strings, bytes, None, tuples of them); a set of numbers iterates the same everywhere."""
+    if isinstance(node, ast.Set):
+        return not all(_numeric(e) for e in node.elts)
+    if isinstance(node, ast.SetComp):
+        return True
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("set", "frozenset")
+    ):
+        if not node.args:
+            return False
+        arg = node.args[0]
+        if isinstance(arg, ast.List | ast.Tuple):
+            return not all(_numeric(e) for e in arg.elts)
+        return not (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "range")
+    return False
+
+
+def _unordered_argument(tree: ast.AST, made: set[int]) -> bool:
+    """The function is given a set it may iterate: its result (a mutant's verdict) may depend on the
+    process's hash seed."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and id(n.func) in made:
+            if any(_hash_ordered(m) for a in [*n.args, *n.keywords] for m in ast.walk(a)):
+                return True
+    return False
+
+
 def classify(
     cand: Candidate,
     index: ProjectIndex,
@@ -217,6 +254,10 @@ def classify(
         )
     elif not rw.targets or not _called(tree, rw.made):
         problems.append(("no_function_call", "calls no function of the project"))
+    elif _unordered_argument(tree, rw.made):
+        problems.append(
+            ("nondeterministic", "passes a set of strings (or None), whose order changes between runs")
+        )
     if problems:
         reason, detail = min(problems, key=lambda p: REASON_ORDER.index(p[0]) if p[0] in REASON_ORDER else 99)
         return cand.skip(reason, detail)

@@ -13,13 +13,15 @@ __all__ = ["pool_stats"]
 def pool_stats(pool: Pool) -> dict:
     """Counts a user checks before trusting a pool: size, domains, distractors per query, bug types."""
     per_query = Counter(len(q.paired_distractor_corpus_ids) for q in pool.queries)
+    paired = {c for q in pool.queries for c in q.paired_distractor_corpus_ids}
     n = len(pool.queries)
     return {
         "pool": pool.name,
         "queries": n,
         "snippets": len(pool.corpus),
         "canonicals": sum(s.label == "correct" for s in pool.corpus),
-        "distractors": sum(s.label == "incorrect" for s in pool.corpus),
+        "distractors": len(paired),
+        "other_snippets": sum(s.label == "incorrect" and s.corpus_id not in paired for s in pool.corpus),
         "domains": dict(sorted(Counter(q.domain for q in pool.queries).items())),
         "distractors_per_query": {str(k): per_query[k] for k in sorted(per_query, reverse=True)},
         "share_with_4_distractors": round(per_query[4] / n, 4) if n else 0.0,

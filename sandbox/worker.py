@@ -113,7 +113,8 @@ def run_one(job, keep):
         os.close(fd)
     limits = {"out": limit, "err": limit, "res": harness.RESULT_LIMIT}
     capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-    status, timed_out, cpu = harness.wait_child(pid, capture, start, timeout)
+    factor = job.get("starved_factor")  # the host's harness.STARVED_LIMIT_FACTOR, so both agree
+    status, timed_out, cpu = harness.wait_child(pid, capture, start, timeout, factor)
     duration = time.monotonic() - start
     clean = kill_others(keep | {os.getpid()})
     if timed_out:
@@ -126,7 +127,8 @@ def run_one(job, keep):
     return {
         "type": "result",
         "id": job["id"],
-        "results": harness.verdicts(bytes(capture.data["res"]), n, nonce, status, timed_out),
+        "results": harness.verdicts(bytes(capture.data["res"]), n, nonce, status, bool(timed_out)),
+        "starved": timed_out == harness.STARVED,  # no verdict: the host runs the job again
         "stdout": capture.data["out"].decode("utf-8", "replace"),
         "stderr": capture.data["err"].decode("utf-8", "replace"),
         "duration": duration,

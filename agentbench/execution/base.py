@@ -23,6 +23,20 @@ OUTPUT_LIMIT = 8_192
 # Address-space limit for one job, the same in every executor so that verdicts agree (a mutant computing
 # ``8 << 0xFF000000`` needs ~510 MB: it passes or raises MemoryError depending on this number).
 JOB_MEMORY_MB = 1024
+# A job starved of CPU (see harness.STARVED_LIMIT_FACTOR) gets no verdict: it runs again after
+# STARVED_BACKOFF seconds, then twice that, ..., STARVED_RETRIES times, and is an infra_error after that.
+STARVED_RETRIES = 3
+STARVED_BACKOFF = 2.0
+INFRA = "ERROR:Infra"
+
+
+def starved_error(cpu: float | None, wall: float, timeout: float, attempts: int) -> str:
+    """The infra_error of a job that never got enough CPU to be judged."""
+    used = "?" if cpu is None else f"{cpu:.2f}"
+    return (
+        f"starved: the job used {used} s of its {timeout:g} s of CPU time in {wall:.0f} s of wall-clock "
+        f"time, {attempts} times; the machine is too busy to judge it (run again with less load)"
+    )
 
 
 def code_sha256(code: str) -> str:
@@ -99,7 +113,11 @@ class Executor(ABC):
         return self.name
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Release workers; safe to call twice."""
+        """Release workers; safe to call twice.
+
+        May be called from another thread while :meth:`run` is in progress: the jobs running are killed,
+        jobs not started never start, and ``run`` raises :class:`~agentbench.errors.SandboxError` promptly
+        instead of returning verdicts for them."""
 
     def __enter__(self) -> Executor:
         return self

@@ -5,7 +5,10 @@ Each container runs ``sandbox/worker.py`` with no network, a read-only root, sma
 memory = memory+swap, a CPU quota, a pids limit, no capabilities, no-new-privileges, uid 65534 and an
 init process. Answers are signed with a per-container key (see the worker's docstring), so nothing a job
 writes can pass for a verdict. A container that dies or stops answering is replaced and the job retried
-once; a second loss is reported as ``infra_error``, never as a test failure.
+once; a second loss is reported as ``infra_error``, never as a test failure. So is a job starved of CPU
+(see :data:`harness.STARVED_LIMIT_FACTOR`) after :data:`base.STARVED_RETRIES` more tries with backoff.
+``close()`` from another thread removes the containers at once: the jobs running in them and those not
+started yet end ``run()`` with a SandboxError, never with a verdict.
 
 Scheduling: ``workers`` jobs (one per core by default) run at a time, but a job still running after
 ``slow_after`` seconds (nearly always a loop heading for TIMEOUT; normal jobs take milliseconds) gives up
@@ -31,8 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import SandboxError
-from . import harness
-from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
+from . import base, harness
+from .base import INFRA, JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 from .engine import connect, require_image, sandbox_error
 
 __all__ = ["DockerExecutor", "LABEL"]
@@ -43,7 +46,6 @@ GRACE = 10.0  # seconds a worker may take beyond the job's own wall-clock limit 
 SLOW_AFTER = 1.0  # seconds after which a running job no longer counts against the worker budget
 START_TIMEOUT = 60.0
 BUFFER_LIMIT = 32 << 20
-INFRA = "ERROR:Infra"
 
 _live: weakref.WeakSet[DockerExecutor] = weakref.WeakSet()
 
@@ -94,8 +96,8 @@ class _Frames:
         now = time.monotonic()
         if now >= deadline:
             raise _Lost("stopped answering")
-        self.sock.settimeout(max(until - now, 0.001))
-        try:
+        try:  # close() in another thread may have closed the socket under us: EBADF, a lost worker
+            self.sock.settimeout(max(until - now, 0.001))
             chunk = self.sock.recv(1 << 16)
         except TimeoutError as exc:
             if time.monotonic() >= deadline:
@@ -161,6 +163,7 @@ class _Worker:
             raise _Lost("was never started")
         self.seq += 1
         o = self.owner
+        factor = harness.STARVED_LIMIT_FACTOR  # read now, and sent: the worker's ceiling is the same
         message = {
             "id": self.seq,
             "code": job.code,
@@ -169,13 +172,14 @@ class _Worker:
             "timeout": job.timeout,
             "output_limit": o.output_limit,
             "memory_mb": o.job_memory_mb,
+            "starved_factor": factor,
         }
         try:
             self.sock.sendall(json.dumps(message).encode() + b"\n")
         except OSError as exc:
             raise _Lost(f"connection failed ({exc})") from exc
         now = time.monotonic()
-        wall_limit = job.timeout * harness.STARVED_LIMIT_FACTOR  # the longest a starved job may take
+        wall_limit = job.timeout * factor  # the longest a starved job may take
         deadline, wake_at = now + wall_limit + o.hang_grace, now + o.slow_after
         while True:
             answer = self.frames.next(deadline, wake_at, on_slow)
@@ -183,7 +187,16 @@ class _Worker:
             if answer.get("id") == self.seq:
                 return answer
 
+    def shutdown(self) -> None:
+        """Wake a thread blocked reading this worker's socket (closing the socket alone would not)."""
+        try:
+            if self.sock is not None:
+                self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def stop(self) -> None:
+        self.shutdown()
         for closer in (
             getattr(self.sock, "close", None),
             getattr(self._attached, "close", None),
@@ -240,8 +253,11 @@ class DockerExecutor(Executor):
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._lock = threading.RLock()
+        self._started_one = threading.Condition(self._lock)
+        self._starting = 0  # containers being started outside the lock (close() waits for them)
         self._started = False
         self._closed = False
+        self._closing = threading.Event()  # set by close(): interrupts a starved job's backoff
         self._broken: SandboxError | None = None
         _live.add(self)
 
@@ -315,12 +331,16 @@ class DockerExecutor(Executor):
                 grow = _Worker(self) if len(self._all) < self.workers + self.overflow else None
                 if grow is not None:
                     self._all.append(grow)
+                    self._starting += 1
             if grow is not None:
                 try:
                     grow.start()
                 except SandboxError as exc:
                     self._broken = exc
                     raise
+                finally:
+                    self._done_starting()
+                self._check_usable()  # closed meanwhile: close() removes this container too
                 return grow
             try:
                 return self._idle.get(timeout=0.5)
@@ -328,26 +348,47 @@ class DockerExecutor(Executor):
                 continue
 
     def _replace(self, worker: _Worker) -> None:
+        if self._closed:  # close() removes the container: the job's thread need not wait for that
+            return
         worker.stop()
         fresh = _Worker(self)
         with self._lock:
             self._all = [w for w in self._all if w is not worker] + [fresh]
-            closed = self._closed
-        if closed:
-            return
+            if self._closed:
+                return
+            self._starting += 1
         try:
             fresh.start()
         except SandboxError as exc:
             self._broken = exc
             raise
-        self._idle.put(fresh)
+        finally:
+            self._done_starting()
+        self._idle.put(fresh)  # if close() ran meanwhile, it removed this container
+
+    def _done_starting(self) -> None:
+        with self._lock:
+            self._starting -= 1
+            self._started_one.notify_all()
 
     def close(self) -> None:
+        """Remove every container, in parallel. A ``run()`` in another thread fails at once: its sockets
+        are shut down first, and its threads leave the (slower) removal to this one."""
         with self._lock:
             self._closed = True
+            self._closing.set()
+            running = list(self._all)
+        for w in running:
+            w.shutdown()
+        with self._lock:  # a container being created now would escape the removal below: wait for it
+            self._started_one.wait_for(lambda: self._starting == 0, timeout=START_TIMEOUT)
             workers, self._all = self._all, []
-        for w in workers:
-            w.stop()
+        if len(workers) > 1:
+            with ThreadPoolExecutor(min(len(workers), 16)) as pool:
+                list(pool.map(_Worker.stop, workers))
+        else:
+            for w in workers:
+                w.stop()
         self._close_client()
 
     def _close_client(self) -> None:
@@ -374,29 +415,44 @@ class DockerExecutor(Executor):
             release()
 
     def _attempts(self, job: Job, on_slow: Callable[[], None]) -> ExecResult:
-        lost: _Lost | None = None
-        for _attempt in range(2):
+        losses = starved = 0
+        while True:
             worker = self._take()
             start = time.monotonic()
             try:
                 answer = worker.run(job, on_slow)
             except _Lost as exc:
-                lost = exc
                 self._replace(worker)
-                continue
+                losses += 1
+                if losses < 2:
+                    continue
+                reason = f"the sandbox container {exc} on this job twice"
+                return ExecResult([INFRA] * len(job.tests), infra_error=reason)
             if answer.get("dirty"):
                 self._replace(worker)
             else:
                 self._idle.put(worker)
+            duration = answer.get("duration", time.monotonic() - start)
+            if answer.get("starved"):  # no verdict: try again once the machine may be less busy
+                starved += 1
+                if starved > base.STARVED_RETRIES:
+                    reason = base.starved_error(answer.get("cpu"), duration, job.timeout, starved)
+                    return ExecResult(
+                        [INFRA] * len(job.tests),
+                        infra_error=reason,
+                        duration=duration,
+                        cpu_seconds=answer.get("cpu"),
+                    )
+                self._closing.wait(base.STARVED_BACKOFF * 2 ** (starved - 1))
+                continue
             return ExecResult(
                 results=answer["results"],
                 stdout=answer["stdout"],
                 stderr=answer["stderr"],
-                duration=answer.get("duration", time.monotonic() - start),
+                duration=duration,
                 cpu_seconds=answer.get("cpu"),
+                extra={"starved_attempts": starved} if starved else {},
             )
-        reason = f"the sandbox container {lost} on this job twice"
-        return ExecResult([INFRA] * len(job.tests), infra_error=reason)
 
     def run(self, jobs: Sequence[Job], progress: ProgressCallback | None = None) -> list[ExecResult]:
         if not jobs:
@@ -409,8 +465,14 @@ class DockerExecutor(Executor):
                 progress(1)
             return res
 
-        with ThreadPoolExecutor(self.workers + self.overflow) as pool:
+        pool = ThreadPoolExecutor(self.workers + self.overflow)
+        try:
             return list(pool.map(one, jobs))
+        except BaseException:  # Ctrl-C (or a failure): stop the other jobs rather than wait for them
+            self.close()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 @atexit.register

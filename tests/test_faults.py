@@ -20,6 +20,9 @@ import pytest
 
 from .conftest import ROOT, core_subset
 
+sys.path.insert(0, str(ROOT / "bench"))
+from ray_sandbox import with_descendants  # noqa: E402  (the process-tree walk the Ray benchmark uses)
+
 DRIVER = '''
 import asyncio, os, re, sys
 from agentbench.agent._litellm import litellm_module, register_provider
@@ -313,20 +316,7 @@ def test_infra_errors_are_redone_unless_told_otherwise(env: dict, finished: Path
 
 
 def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
+    return set(with_descendants([pid])) - {pid}
 
 
 def _alive(pid: int) -> bool:

@@ -56,7 +56,7 @@ class TaskView:
 
 
 def task_views(pool: Pool) -> list[TaskView]:
-    from ..agent.prompts import function_signature
+    from ..signature import function_signature
 
     views = []
     for q in pool.queries:

@@ -41,6 +41,24 @@ def test_unstated_conventions(test: str, text: str, gaps: list[str]) -> None:
     assert [g.literal for g in unstated_conventions([test], text)] == gaps
 
 
+def test_computed_strings_shown_by_the_spec_are_not_conventions() -> None:
+    """A cipher, a roman numeral or a digest differs per assert; once the spec's examples show one, the
+    others follow from the mapping (HumanEval/89, 156, 162 were flagged before)."""
+    roman = [f"assert to_roman({n}) == {r!r}" for n, r in [(19, "xix"), (251, "ccli"), (43, "xliii")]]
+    assert unstated_conventions(roman, "Roman numeral in lowercase. to_roman(19) == 'xix'") == []
+    # without an example the results are still reported: nothing shows what the function returns
+    assert [str(g) for g in unstated_conventions(roman, "Roman numeral in lowercase.")] == [
+        "test 0 expects 'xix'",
+        "test 1 expects 'ccli'",
+        "test 2 expects 'xliii'",
+    ]
+    # a label that recurs is a convention even when the spec shows it once
+    labels = ["assert grade(1) == 'fail'", "assert grade(9) == 'pass'", "assert grade(2) == 'fail'"]
+    assert [str(g) for g in unstated_conventions(labels, "Grade a score, e.g. grade(1) == 'fail'")] == [
+        "test 1 expects 'pass'"
+    ]
+
+
 def test_borrowed_names_are_the_ones_only_the_reference_imports() -> None:
     code = "from datetime import date, timedelta\ndef next_day(d):\n    return d + timedelta(days=1)\n"
     tests = [

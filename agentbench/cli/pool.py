@@ -1,4 +1,4 @@
-"""`agentbench pool ...` commands: build, validate, stats, replicate."""
+"""`agentbench pool ...` commands: build, augment, validate, stats, replicate, mine."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ..pools import (
     structural_warnings,
     write_pool,
 )
+from ..pools.augment import AUGMENT_REPORT, DEFAULT_INPUTS, DEFAULT_MAX_ADDED, AugmentReport, augment_pool
 from ..pools.validate import EMPTY_FIX
 from ..progress import progress_bar
 from .options import check_output_dir
@@ -46,6 +47,10 @@ RayOpt = Annotated[
         help="Run the jobs on the Ray cluster at this address (HOST:PORT of its head, or auto on a node "
         "of it); every node runs its own --sandbox executor.",
     ),
+]
+
+InputsOpt = Annotated[
+    int, typer.Option("--inputs", min=1, max=10_000, help="Generated inputs per task (--augment-tests).")
 ]
 
 
@@ -100,23 +105,40 @@ def build(
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
     ray: RayOpt = None,
+    augment: Annotated[
+        bool,
+        typer.Option(
+            "--augment-tests",
+            help="Also derive new asserts from each task's asserts that kill surviving mutants (stored "
+            "apart, as augmented_tests; see docs/augment.md).",
+        ),
+    ] = False,
+    inputs: InputsOpt = DEFAULT_INPUTS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,
 ) -> None:
     """Turn canonical implementations with tests into a pool of execution-verified distractors."""
     tasks = read_sources(src)
     check_output_dir(out, "--out")  # before any execution
+    augmented = None
     with make_executor(sandbox, workers, ray) as executor:
+        run = _runner(executor, "executing")
         pool, report = build_pool(
             tasks,
-            _runner(executor, "executing"),
+            run,
             distractors=distractors,
             seed=seed,
             name=out.name,
             timeout=timeout,
             realistic=not crude,
         )  # a build that drops every task raises here: nothing is written, a pool at --out stays
+        if augment:
+            pool, augmented = augment_pool(pool, run, seed=seed, inputs=inputs, timeout=timeout)
     _write(pool, out)
     summary = report.to_json()
+    if augmented is not None:
+        _write_augment_report(augmented, out)
+        summary["augment"] = augmented.summary()
+        summary["augment"]["per_task"] = [t.to_json() for t in augmented.tasks]
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -132,6 +154,78 @@ def build(
     console.print(table)
     for line in report.dropped_queries:
         console.print(f"[yellow]dropped[/] {line}")
+    if augmented is not None:
+        _print_augment(augmented, out)
+
+
+def _write_augment_report(report: AugmentReport, out: Path) -> None:
+    from ..files import atomic_write_text
+
+    try:
+        atomic_write_text(out / AUGMENT_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out / AUGMENT_REPORT}: {exc.strerror}") from exc
+
+
+def _print_augment(report: AugmentReport, out: Path) -> None:
+    """Each task's mutation score before and after (killed / non-equivalent mutants), then a summary."""
+    table = Table(title="mutation score per task (killed / non-equivalent mutants)")
+    for col in ("task", "mutants", "before", "after", "added asserts", "dropped inputs"):
+        table.add_column(col)
+    for t in report.tasks:
+        known = t.known_non_equivalent
+        table.add_row(
+            f"{t.query_id} {t.entry_id}",
+            str(t.mutants),
+            f"{t.killed_by_original}/{known}",
+            f"{t.killed_by_original + t.killed_by_added}/{known}",
+            str(t.added),
+            str(sum(t.dropped.values())),
+        )
+    console.print(table)
+    console.print(report.summary_line(), highlight=False)
+    console.print(f"per-task report: {out / AUGMENT_REPORT}", highlight=False)
+
+
+@app.command("augment")
+def augment_cmd(
+    pool: Annotated[str, typer.Argument(help="`core`, `humaneval`, `execretrieval` or a pool directory.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Pool directory to write (the input pool is not changed).")
+    ],
+    seed: Annotated[int, typer.Option(help="Seed for generating inputs and sampling mutants.")] = 0,
+    inputs: InputsOpt = DEFAULT_INPUTS,
+    max_added: Annotated[
+        int, typer.Option("--max-added", min=1, max=100, help="New asserts kept per task at most.")
+    ] = DEFAULT_MAX_ADDED,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="CPU seconds per canonical job (as in pool build).")
+    ] = 10.0,
+    sandbox: SandboxOpt = "auto",
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Add asserts that separate wrong solutions to an existing pool, stored apart as augmented_tests."""
+    source = load_pool(pool)
+    if out.resolve() == Path(source.path).resolve():
+        raise ConfigError(f"--out {out} is the input pool: write the augmented pool to another directory")
+    check_output_dir(out, "--out")
+    with make_executor(sandbox, workers, ray) as executor:
+        augmented, report = augment_pool(
+            source,
+            _runner(executor, "augmenting"),
+            seed=seed,
+            inputs=inputs,
+            max_added=max_added,
+            timeout=timeout,
+        )
+    _write(augmented.model_copy(update={"name": out.name}), out)
+    _write_augment_report(report, out)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+        return
+    _print_augment(report, out)
 
 
 @app.command("validate")

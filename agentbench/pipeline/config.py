@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from ..agent import DEFAULT_MODEL
 from ..agent.tools import Budget
 from ..errors import ConfigError
+from ..pools.models import TEST_SETS
 from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.settings import RetrievalSettings
 from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_conditions
@@ -76,6 +77,11 @@ class RunConfig(RetrievalSettings):
         0.1,
         description="The run fails (exit 2) when more than this share of its records are llm_error or "
         "infra_error: an outage, not a result.",
+    )
+    tests: str = Field(
+        "augmented",
+        description="What a generation is scored on: augmented (the pool's asserts plus those `pool "
+        "augment` added, where it has them) or original (its asserts alone).",
     )
     max_turns: int = Field(6, description="Agent conditions: model replies per task.")
     max_tool_calls: int = Field(12, description="Agent conditions: tool calls per task.")
@@ -151,6 +157,8 @@ class RunConfig(RetrievalSettings):
             raise ConfigError(f"--max-error-rate must be between 0 and 1, got {self.max_error_rate:g}")
         if self.max_agent_seconds is not None and not self.max_agent_seconds > 0:
             raise ConfigError(f"--max-agent-seconds must be positive, got {self.max_agent_seconds}")
+        if self.tests not in TEST_SETS:
+            raise ConfigError(f"--tests must be {' or '.join(TEST_SETS)}, got {self.tests!r}")
         if self.agent and self.prompt:
             raise ConfigError(
                 "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"

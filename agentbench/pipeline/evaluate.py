@@ -461,7 +461,7 @@ def run_pipeline(
     if named:
         config = config.model_copy(update=named)
     RunDirectory.precheck(config)  # a bad --run-dir fails before the pool loads and retrieval starts
-    full = load_pool(config.pool)
+    full = load_pool(config.pool).with_tests(config.tests)  # --tests original: the added asserts left out
     queries = config.select(full.queries)
     pool = full.model_copy(update={"queries": queries})
     tooled = uses_tools(config.conditions)

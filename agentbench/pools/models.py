@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-__all__ = ["Query", "Snippet", "DistractorMeta", "ExecCacheRow", "Pool", "BUG_TYPES", "DOMAINS"]
+__all__ = ["Query", "Snippet", "DistractorMeta", "ExecCacheRow", "Pool", "BUG_TYPES", "DOMAINS", "TEST_SETS"]
 
 BUG_TYPES = (
     "off_by_one",
@@ -19,6 +19,9 @@ BUG_TYPES = (
     "wrong_comparison",
     "wrong_operator",
 )
+
+TEST_SETS = ("augmented", "original")
+"""What a run scores on (``--tests``): the original asserts plus the added ones, or the originals only."""
 
 DOMAINS = (
     "bit_manipulation",
@@ -52,6 +55,9 @@ class Query(_Record):
     docstring would say it. Retrieval searches with ``query``; without a spec, generation uses it too."""
     test_setup: str | None = None
     """Python run after the solution and before the asserts, for the names the asserts use (imports)."""
+    augmented_tests: list[str] | None = None
+    """Asserts added by ``pool augment`` (:mod:`agentbench.pools.augment`), kept apart from ``test_suite``
+    so a run can score on the original tests alone; absent in pools that were never augmented."""
 
     @property
     def generation_text(self) -> str:
@@ -118,6 +124,30 @@ class Pool(BaseModel):
 
     def distractor_meta(self) -> dict[str, DistractorMeta]:
         return {d.corpus_id: d for d in self.distractors}
+
+    def with_tests(self, tests: str) -> Pool:
+        """The pool a run scores on: ``augmented`` appends each query's added asserts to its
+        ``test_suite`` (indices of the original asserts are unchanged), ``original`` leaves them out."""
+        if tests not in TEST_SETS:
+            raise ValueError(f"tests must be one of {', '.join(TEST_SETS)}, got {tests!r}")
+        queries = [
+            q.model_copy(
+                update={
+                    "test_suite": [*q.test_suite, *(q.augmented_tests or ())]
+                    if tests == "augmented"
+                    else list(q.test_suite),
+                    "augmented_tests": None,
+                }
+            )
+            if q.augmented_tests
+            else q
+            for q in self.queries
+        ]
+        return self.model_copy(update={"queries": queries})
+
+    @property
+    def has_augmented_tests(self) -> bool:
+        return any(q.augmented_tests for q in self.queries)
 
     def only(self, queries: list[Query]) -> Pool:
         """A small pool of ``queries`` with only their own snippets and distractor rows (for tests and

@@ -109,7 +109,7 @@ def evaluate_config(
 ) -> RunResult:
     """Run (or resume) the pipeline for ``config``, then summarise it into the run directory.
 
-    ``client`` is an :class:`~agentbench.agent.LLMClient` to use instead of one built from ``config``;
+    ``client`` is an :class:`~agentbench.llm.LLMClient` to use instead of one built from ``config``;
     ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
     :mod:`agentbench.retrieval.plugin`).
     """

@@ -128,7 +128,7 @@ def process_cpu(pid: int) -> float:
 
 def workers_cpu() -> float:
     """CPU seconds used so far by the LiteLLM worker processes of this process (0 if none)."""
-    from agentbench.agent import llm_processes
+    from agentbench.llm import processes as llm_processes
 
     return sum(
         process_cpu(w.process.pid) for w in (llm_processes._pool._workers if llm_processes._pool else [])
@@ -279,8 +279,9 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from agentbench._env import prepare_environment
+
+    prepare_environment()
 
     root = Path(tempfile.mkdtemp(prefix="api-throughput-"))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; scratch {root}")

@@ -72,11 +72,11 @@ def phase(args: argparse.Namespace) -> None:
     import chromadb  # noqa: F401 - imported before the clock
     import scipy.stats  # noqa: F401
 
+    from agentbench._env import prepare_environment
     from agentbench.execution import make_executor
     from agentbench.execution.cache import ExecCache
     from agentbench.pools import load_pool
     from agentbench.retrieval import EmbeddingCache, evaluate_retrieval, parse_embedder
-    from agentbench.retrieval._env import prepare_environment
     from agentbench.retrieval.settings import RetrievalSettings
 
     prepare_environment()

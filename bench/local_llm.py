@@ -47,7 +47,7 @@ def measure(model_path: str, max_tokens: int) -> dict:
     import llama_cpp
     from llama_cpp import Llama
 
-    from agentbench.agent.local import DEFAULT_CTX, llama_threads
+    from agentbench.llm.local import DEFAULT_CTX, llama_threads
 
     threads = llama_threads()
     llama = Llama(
@@ -137,7 +137,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     args = parser.parse_args()
 
-    from agentbench.agent.weights import ensure_model
+    from agentbench.llm.weights import ensure_model
 
     version = md.version("llama-cpp-python")
     model_path = str(ensure_model(args.model))

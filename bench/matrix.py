@@ -28,8 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from agentbench._env import prepare_environment
+
+prepare_environment()
 
 LLMS = ["copyall/a", "copyhalf/b"]
 EMBEDDERS = ["minilm", "bm25"]
@@ -38,7 +39,7 @@ EMBEDDERS = ["minilm", "bm25"]
 def _providers(delay: float) -> None:
     import asyncio
 
-    from agentbench.agent._litellm import litellm_module, register_provider
+    from agentbench.llm._litellm import litellm_module, register_provider
 
     litellm = litellm_module()
 

@@ -55,8 +55,8 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
 def isolated_cache(root: Path) -> Path:
     """A fresh AGENTBENCH_CACHE_DIR: the verified weights linked in, a snapshot of the embedding cache
     (so the index build below only embeds what the shared cache lacks)."""
-    from agentbench.agent.weights import ensure_model, local_model_spec
     from agentbench.cache import EMBEDDINGS, JSONCache
+    from agentbench.llm.weights import ensure_model, local_model_spec
     from agentbench.retrieval.embcache import default_embedding_cache_path
 
     weights = ensure_model(MODEL)  # in the real cache, before the switch (assembles once if needed)
@@ -112,9 +112,9 @@ class Timed:
 
 
 def harness_share(limit: int, sandbox: str, max_tokens: int, root: Path) -> float:
-    from agentbench.agent import LLMClient
-    from agentbench.agent.local import llama_threads, load_local_model
     from agentbench.api import evaluate_config as evaluate
+    from agentbench.llm import LLMClient
+    from agentbench.llm.local import llama_threads, load_local_model
     from agentbench.pipeline import RunConfig
 
     evaluate_module = sys.modules["agentbench.pipeline.evaluate"]
@@ -222,9 +222,9 @@ def tokens_per_s_ratio(max_tokens: int, rounds: int) -> float:
     from llama_cpp import Llama
     from local_llm import TASKS, messages  # bench/local_llm.py: same prompts, same method
 
-    from agentbench.agent import LLMClient
-    from agentbench.agent.local import DEFAULT_CTX, llama_threads, load_local_model
-    from agentbench.agent.weights import ensure_model
+    from agentbench.llm import LLMClient
+    from agentbench.llm.local import DEFAULT_CTX, llama_threads, load_local_model
+    from agentbench.llm.weights import ensure_model
 
     worker, _ = load_local_model(MODEL)  # the provider's model, in its worker process
     threads = llama_threads()  # raw: the same weights and settings loaded in this process

@@ -19,7 +19,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 
-from agentbench.agent import LLMClient
+from agentbench.llm import LLMClient
 
 MODEL = os.environ.get("AGENTBENCH_EXAMPLE_LLM", "local/qwen2.5-coder-0.5b")
 _ROLES = {"human": "user", "ai": "assistant", "system": "system"}

@@ -10,19 +10,20 @@ from typing import Any
 import pytest
 
 import agentbench.agent as agent_api
+import agentbench.llm as llm_api
 from agentbench.agent import (
     CONDITIONS,
     Agent,
     Generation,
-    LLMClient,
     Task,
     function_signature,
     load_template,
     render_context,
 )
-from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.agent.prompts import prompts_dir
 from agentbench.errors import ConfigError, ModelError
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import litellm_module, register_provider
 
 REPO = Path(__file__).resolve().parents[1]
 CANONICAL = "from datetime import date\n\n\ndef days_between(a: date, b: date) -> int:\n    return abs((b - a).days)\n"
@@ -42,14 +43,20 @@ def task(context: list[str] | None = None) -> Task:
 def test_public_names() -> None:
     assert sorted(agent_api.__all__) == sorted(
         [
-            "CONDITIONS", "DEFAULT_MODEL", "GENERATION_SCHEMA_VERSION", "LOCAL_MODELS", "Agent", "Generation",
-            "LLMClient", "LLMResult", "LLMStats", "LocalModelSpec", "PromptTemplate", "ResponseCache", "Task",
-            "Usage", "cache_dir", "check_model", "ensure_model", "extract_code", "function_signature",
-            "load_template", "redact", "render_context", "AgentReply", "PluginAgent", "plugin_agent",
+            "CONDITIONS", "GENERATION_SCHEMA_VERSION", "Agent", "Generation", "PromptTemplate", "Task", "Usage",
+            "extract_code", "function_signature", "load_template", "render_context", "AgentReply",
+            "PluginAgent", "plugin_agent",
         ]
     )  # fmt: skip
-    for name in agent_api.__all__:
-        assert hasattr(agent_api, name)
+    assert sorted(llm_api.__all__) == sorted(
+        [
+            "DEFAULT_MODEL", "LOCAL_MODELS", "LLMClient", "LLMResult", "LLMStats", "LocalModelSpec",
+            "ResponseCache", "cache_dir", "check_model", "ensure_model", "redact",
+        ]
+    )  # fmt: skip
+    for api in (agent_api, llm_api):
+        for name in api.__all__:
+            assert hasattr(api, name)
 
 
 # ------------------------------------------------------------------------------------------- signatures

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import Agent, LLMClient, Task
-from agentbench.agent._litellm import litellm_module
+from agentbench.agent import Agent, Task
 from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import litellm_module
 
 MODEL = "local/qwen2.5-coder-0.5b"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent import local as local_mod
-from agentbench.agent._litellm import litellm_module
+from agentbench.llm import LLMClient
+from agentbench.llm import local as local_mod
+from agentbench.llm._litellm import litellm_module
 
 MODEL = "local/qwen2.5-coder-0.5b"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.agent.loop import run_tool_loop
 from agentbench.agent.tools import Budget, SearchResult, TestOutcome, Tools, parse_text_calls
 from agentbench.api import evaluate_config
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import litellm_module, register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
 from agentbench.retrieval.rerank import VisibleTests, split_tests

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agentbench import cache as agentbench_cache
-from agentbench.agent import weights
-from agentbench.agent.weights import LocalModelSpec, cache_dir, ensure_model, find_chunks
 from agentbench.errors import ConfigError
+from agentbench.llm import weights
+from agentbench.llm.weights import LocalModelSpec, cache_dir, ensure_model, find_chunks
 
 CHUNKS = [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5]
 SHA = hashlib.sha256(b"".join(CHUNKS)).hexdigest()

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent.llm import retry_after
+from agentbench.llm import LLMClient
+from agentbench.llm.client import retry_after
 
 from .conftest import ROOT, core_subset, run_cli
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import register_provider
 from agentbench.analysis.attribution import attribution
 from agentbench.api import evaluate_config as evaluate
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.pipeline.records import RunRecord
 from agentbench.pools import load_pool

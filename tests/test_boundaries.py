@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import register_provider
 from agentbench.api import evaluate_config, retrieval_settings, run_config
 from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import register_provider
 from agentbench.pipeline import Condition, Context, PlanInputs, RunConfig, RunDirectory, RunRecord, register
 from agentbench.pipeline import conditions as registry
 from agentbench.pools.models import Query

@@ -21,12 +21,12 @@ import diskcache
 import numpy as np
 import pytest
 
-from agentbench.agent.cache import ResponseCache
 from agentbench.cache import EMBEDDINGS, EXECUTIONS, LLM_RESPONSES, JSONCache, cache_dir, store_dir
 from agentbench.errors import ConfigError
 from agentbench.execution import ExecResult
 from agentbench.execution.cache import ExecCache
 from agentbench.execution.cache import default_cache_dir as execution_cache_dir
+from agentbench.llm.cache import ResponseCache
 from agentbench.retrieval.embcache import EmbeddingCache
 
 STORES = {"execution": EXECUTIONS, "embedding": EMBEDDINGS, "LLM response": LLM_RESPONSES}
@@ -89,8 +89,8 @@ def test_empty_variables_count_as_unset(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_store_directories_and_default_paths(tmp_path: Path) -> None:
-    from agentbench.agent.cache import default_cache_path as llm_path
     from agentbench.execution.cache import default_cache_path as exec_path
+    from agentbench.llm.cache import default_cache_path as llm_path
     from agentbench.retrieval.embcache import default_embedding_cache_path
 
     root = tmp_path / "mine"
@@ -173,7 +173,7 @@ def test_a_read_only_directory_is_a_config_error(kind: str, tmp_path: Path, monk
 
 _READ_ONLY_PROBE = """
 import sys
-from agentbench.agent.cache import ResponseCache
+from agentbench.llm.cache import ResponseCache
 from agentbench.errors import ConfigError
 from agentbench.execution.cache import ExecCache
 from agentbench.retrieval.embcache import EmbeddingCache

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import agentbench
-from agentbench.agent import LLMClient
 from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
 
 from .conftest import ROOT, run_cli
 

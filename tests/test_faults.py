@@ -25,7 +25,7 @@ from ray_sandbox import with_descendants  # noqa: E402  (the process-tree walk t
 
 DRIVER = '''
 import asyncio, os, re, sys
-from agentbench.agent._litellm import litellm_module, register_provider
+from agentbench.llm._litellm import litellm_module, register_provider
 litellm = litellm_module()
 
 class Fault(litellm.CustomLLM):

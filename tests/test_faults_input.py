@@ -18,11 +18,11 @@ from pathlib import Path
 import diskcache
 import pytest
 
-from agentbench.agent.cache import ResponseCache
 from agentbench.api import run_config
 from agentbench.cache import JSONCache
 from agentbench.errors import ConfigError, PoolError
 from agentbench.execution.cache import ExecCache
+from agentbench.llm.cache import ResponseCache
 from agentbench.pools import load_pool
 from agentbench.retrieval.embcache import EmbeddingCache
 

@@ -1,6 +1,6 @@
 """Faults around the local model's worker process: its parent's death, and repeatability of its output.
 
-Real processes throughout: a parent Python process starts the real worker (``agentbench.agent.local_worker``)
+Real processes throughout: a parent Python process starts the real worker (``agentbench.llm.local_worker``)
 and is killed with a real SIGKILL; the worker must not outlive it. The determinism test runs the real
 0.5B model in fresh worker processes.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent.local import DEFAULT_CTX, LocalModelProcess, llama_threads
-from agentbench.agent.weights import local_model_spec
+from agentbench.llm.local import DEFAULT_CTX, LocalModelProcess, llama_threads
+from agentbench.llm.weights import local_model_spec
 
 from .conftest import ROOT
 from .test_pipeline_local import MODEL, weights  # noqa: F401 - the fixture
@@ -43,7 +43,7 @@ def _worker_of(parent: int) -> int | None:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == parent and b"agentbench.agent.local_worker" in cmdline:
+        if ppid == parent and b"agentbench.llm.local_worker" in cmdline:
             return int(entry.name)
     return None
 
@@ -106,7 +106,7 @@ def _cleanup(parent: subprocess.Popen, worker: int | None) -> None:
 
 STALLED_PARENT = """
 import sys
-from agentbench.agent.local import LocalModelProcess
+from agentbench.llm.local import LocalModelProcess
 # the weights are a FIFO that nobody writes: the worker blocks in llama.cpp's model loader for good
 LocalModelProcess("stalled", sys.argv[1], n_ctx=512, n_threads=1)
 """
@@ -138,7 +138,7 @@ def test_worker_exits_when_its_parent_is_killed_while_it_starts_or_loads(tmp_pat
 
 
 GENERATING_PARENT = f"""
-from agentbench.agent.local import load_local_model
+from agentbench.llm.local import load_local_model
 model, _ = load_local_model({MODEL!r})
 print(model.pid, flush=True)
 # end-of-text and end-of-turn banned: the reply runs to max_tokens, minutes on two cores

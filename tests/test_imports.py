@@ -11,10 +11,13 @@ importing its parent package (every package with an eager ``__init__`` would oth
 Layers, top to bottom (a module may import its own layer and the layers below it, never one above)::
 
     cli (and agentbench/__init__, __main__) -> api -> analysis -> pipeline -> retrieval
-        -> pools | agent (side by side: neither imports the other) -> execution -> base modules
+        -> pools | agent -> llm | execution -> base modules
 
-Base modules are the plain modules directly under ``agentbench/`` (errors, files, progress, _lazy,
-plugins, ...). A new subpackage must be given a layer in :data:`LAYER_ROOTS`.
+Layers separated by ``|`` sit side by side and must not import each other: pools and agent (the task
+data and the code generator over it), llm and execution (the two services below: LLM transport and the
+sandbox, each usable without the other). Base modules are the plain modules directly under
+``agentbench/`` (errors, files, progress, _lazy, _env, plugins, ...). A new subpackage must be given a
+layer in :data:`LAYER_ROOTS`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("retrieval",),
     ("pools", "agent"),
-    ("execution",),
+    ("llm", "execution"),
     ("base",),
 )
 # Which modules belong to a layer: the module itself and everything under it (for ``agentbench`` itself,
@@ -48,6 +51,7 @@ LAYER_ROOTS: dict[str, tuple[str, ...]] = {
     "retrieval": ("agentbench.retrieval",),
     "pools": ("agentbench.pools",),
     "agent": ("agentbench.agent",),
+    "llm": ("agentbench.llm",),
     "execution": ("agentbench.execution",),
 }
 
@@ -55,7 +59,8 @@ LAYER_ROOTS: dict[str, tuple[str, ...]] = {
 # still exists. Keep this empty: test_allowlists_are_not_stale fails as soon as a listed circle is gone.
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
 
-# Known upward (or pools <-> agent) imports, importer -> imported, with the reason they still exist.
+# Known upward (or side-by-side: pools <-> agent, llm <-> execution) imports, importer -> imported, with
+# the reason they still exist.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
@@ -274,7 +279,8 @@ def _tier(layer: str) -> int:
 
 
 def upward_edges(graph: Mapping[str, Iterable[str]]) -> list[tuple[str, str]]:
-    """Imports of a layer above the importer's, or of a side-by-side layer (pools <-> agent)."""
+    """Imports of a layer above the importer's, or of a side-by-side layer (pools <-> agent, llm <->
+    execution)."""
     out = []
     for source in sorted(graph):
         for target in sorted(graph[source]):

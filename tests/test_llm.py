@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agentbench.agent import LLMClient, ResponseCache, check_model, redact
-from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.errors import ConfigError, ModelError
+from agentbench.llm import LLMClient, ResponseCache, check_model, redact
+from agentbench.llm._litellm import litellm_module, register_provider
 
 litellm = litellm_module()
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "write f"}]
@@ -172,7 +172,7 @@ def test_backoff_grows_exponentially(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     scripted(rate_limit())
     c = client(tmp_path, max_retries=4, backoff_s=1.0, max_backoff_s=5.0)
-    monkeypatch.setattr("agentbench.agent.llm.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("agentbench.llm.client.asyncio.sleep", fake_sleep)
     run(lambda: c.complete(MESSAGES))
     assert len(delays) == 4
     assert 0.5 <= delays[0] <= 1 and 1 <= delays[1] <= 2 and 2 <= delays[2] <= 4 and 2.5 <= delays[3] <= 5
@@ -269,12 +269,12 @@ def test_missing_key_check_is_fast_and_light() -> None:
     code = (
         "import sys, time\n"
         "t = time.perf_counter()\n"
-        "from agentbench.agent import check_model\n"
+        "from agentbench.llm import check_model\n"
         "from agentbench.errors import ConfigError\n"
         "try:\n    check_model('gpt-4o')\n"
         "except ConfigError as e:\n    print(e)\n"
         "print(time.perf_counter() - t < 0.5, 'litellm' in sys.modules, 'pydantic' in sys.modules)\n"
-        "from agentbench.agent import LLMClient\n"
+        "from agentbench.llm import LLMClient\n"
         "try:\n    LLMClient('gpt-4o', cache=False).check()\n"
         "except ConfigError as e:\n    print(e)\n"
         "print('litellm' in sys.modules)\n"
@@ -302,7 +302,7 @@ def test_missing_key_check_is_fast_and_light() -> None:
     ],
 )
 def test_fast_key_table_agrees_with_litellm(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentbench.agent.check import _KEY_VARS
+    from agentbench.llm.check import _KEY_VARS
 
     variable = next(v for prefix, v in _KEY_VARS if model.startswith(prefix))
     monkeypatch.delenv(variable, raising=False)

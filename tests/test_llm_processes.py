@@ -1,4 +1,4 @@
-"""LiteLLM calls in worker processes (agentbench.agent.llm_processes): same answers, errors and retries as
+"""LiteLLM calls in worker processes (agentbench.llm.processes): same answers, errors and retries as
 in-process calls, against the real stub HTTP server and LiteLLM's own mock responses; a worker killed
 mid-request is replaced and its requests retried."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent.llm_processes import LLMProcessPool, WireLimit, auto_processes, process_pool
 from agentbench.errors import ModelError
+from agentbench.llm import LLMClient
+from agentbench.llm.processes import LLMProcessPool, WireLimit, auto_processes, process_pool
 
 from .conftest import ROOT, run_cli
 
@@ -34,7 +34,7 @@ def _prompt(i: int) -> list[dict[str, str]]:
 @pytest.fixture
 def no_local_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Calls made in this process fail the test: what succeeds was answered by a worker process."""
-    from agentbench.agent._litellm import plain_litellm
+    from agentbench.llm._litellm import plain_litellm
 
     async def refuse(**_: object) -> None:
         raise AssertionError("litellm.acompletion was called in the test process")
@@ -186,8 +186,8 @@ def _serve_in_this_process(
     client with wire limit ``limit``, and the most ``acompletion`` calls running at once."""
     import httpx
 
-    from agentbench.agent import llm_worker
-    from agentbench.agent._litellm import plain_litellm
+    from agentbench.llm import worker as llm_worker
+    from agentbench.llm._litellm import plain_litellm
 
     monkeypatch.setattr(httpx.AsyncClient, "send", httpx.AsyncClient.send)  # serve() wraps it: undone after
     litellm = plain_litellm()
@@ -266,7 +266,7 @@ def test_a_pool_that_grows_keeps_each_clients_wire_limit(no_local_calls: None) -
 
 
 def test_in_process_providers_never_go_to_workers() -> None:
-    from agentbench.agent._litellm import in_process_provider
+    from agentbench.llm._litellm import in_process_provider
 
     assert in_process_provider("local/qwen2.5-coder-0.5b")
     assert not in_process_provider("openai/gpt-4o") and not in_process_provider("gpt-4o")

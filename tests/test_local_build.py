@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent.local import PORTABLE_CMAKE_ARGS, rebuild_command
+from agentbench.llm.local import PORTABLE_CMAKE_ARGS, rebuild_command
 
 from .test_readme import _readme_commands
 

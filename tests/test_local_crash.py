@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent.local import LocalModelDied, death_message, load_local_model
+from agentbench.llm import LLMClient
+from agentbench.llm.local import LocalModelDied, death_message, load_local_model
 from agentbench.pools import load_pool
 
 from .conftest import ROOT, core_subset
@@ -38,7 +38,7 @@ def _workers_of(parent: int) -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == parent and b"agentbench.agent.local_worker" in cmdline:
+        if ppid == parent and b"agentbench.llm.local_worker" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -23,12 +23,12 @@ import pytest
 from typer.testing import CliRunner
 
 import agentbench
-from agentbench.agent._litellm import register_provider
 from agentbench.analysis.compare import paired_stats
 from agentbench.analysis.leaderboard import Leaderboard
 from agentbench.api import evaluate_config
 from agentbench.errors import ConfigError
 from agentbench.execution.process import ProcessExecutor
+from agentbench.llm._litellm import register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.pipeline import evaluate as pipeline_evaluate
 from agentbench.retrieval.embedders import SentenceTransformerEmbedder
@@ -482,8 +482,8 @@ def test_agent_plugin_objects_form_an_axis(tmp_path: Path, monkeypatch: pytest.M
 def test_a_fatal_model_error_stops_the_matrix_with_a_resume_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentbench.agent._litellm import litellm_module
     from agentbench.errors import ModelError
+    from agentbench.llm._litellm import litellm_module
 
     litellm = litellm_module()
 
@@ -519,7 +519,7 @@ def test_local_model_with_two_embedders(
 ) -> None:
     """The real offline model: the second embedder's run asks the model only what the first did not
     (closed-book and oracle prompts do not depend on the retriever)."""
-    from agentbench.agent.weights import local_model_spec
+    from agentbench.llm.weights import local_model_spec
 
     cache = tmp_path / "cache"
     (cache / "models").mkdir(parents=True)

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import agentbench
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import register_provider
 from agentbench.api import evaluate_config as evaluate
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import register_provider
 from agentbench.pipeline import RunConfig
 
 from .conftest import ROOT

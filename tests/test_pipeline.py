@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.api import evaluate_config as evaluate
 from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import litellm_module, register_provider
 from agentbench.pipeline import RunConfig
 
 from .conftest import ROOT, run_cli
 
 PROVIDER = '''
 import asyncio, re
-from agentbench.agent._litellm import litellm_module, register_provider
+from agentbench.llm._litellm import litellm_module, register_provider
 litellm = litellm_module()
 
 class Copycat(litellm.CustomLLM):
@@ -149,7 +149,7 @@ def test_resume_after_kill_gives_same_records(tmp_path: Path) -> None:
         + textwrap.dedent(
             f"""
             import sys
-            from agentbench.agent import LLMClient
+            from agentbench.llm import LLMClient
             from agentbench.api import evaluate_config as evaluate
             from agentbench.pipeline import RunConfig
             register_provider("copycat", Copycat(delay=float(sys.argv[2])))

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import CONDITIONS, LLMClient
-from agentbench.agent.weights import cache_dir, ensure_model, local_model_spec
+from agentbench.agent import CONDITIONS
 from agentbench.api import evaluate_config as evaluate
 from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
+from agentbench.llm.weights import cache_dir, ensure_model, local_model_spec
 from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
 

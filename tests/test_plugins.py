@@ -24,9 +24,9 @@ from langchain_core.runnables import RunnableLambda
 
 import agentbench
 from agentbench import AgentReply, ConfigError, CorpusDoc, Task
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import register_provider
 from agentbench.api import evaluate_config as run_pipeline
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.retrieval import open_searcher, parse_embedder
 

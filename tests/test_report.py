@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.agent import LLMClient
-from agentbench.agent._litellm import litellm_module, register_provider
 from agentbench.analysis.compare import load_run
 from agentbench.analysis.html import _distractor_marks, render_html, write_html
 from agentbench.api import evaluate_config as evaluate
+from agentbench.llm import LLMClient
+from agentbench.llm._litellm import litellm_module, register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
 

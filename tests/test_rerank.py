@@ -421,7 +421,7 @@ def test_cli_bad_rerank_values_are_one_line_errors(pool_dir: Path, tmp_path: Pat
 
 DRIVER = """
 import re, sys
-from agentbench.agent._litellm import litellm_module, register_provider
+from agentbench.llm._litellm import litellm_module, register_provider
 litellm = litellm_module()
 
 class Copycat(litellm.CustomLLM):

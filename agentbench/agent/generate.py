@@ -8,8 +8,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from ..llm.client import LLMClient
 from .extract import extract_code
-from .llm import LLMClient
 from .loop import run_tool_loop
 from .prompts import PromptTemplate, Task, load_template
 from .tools import Budget

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..llm.client import LLMClient, LLMResult
 from .extract import extract_code
-from .llm import LLMClient, LLMResult
 from .tools import (
     MAX_K,
     TOOL_NAMES,

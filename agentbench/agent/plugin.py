@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..llm.client import PerLoopSemaphore
 from ..plugins import accepts, describe, load_spec
 from .extract import extract_code
 from .generate import Generation, Usage
-from .llm import PerLoopSemaphore
 from .prompts import Task
 
 __all__ = ["AgentReply", "PluginAgent", "plugin_agent"]

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import typer
 
+from .._env import prepare_environment
 from ..errors import AgentbenchError, Interrupted
 from . import check, compare, pool, report, retrieve, run, sandbox
 
@@ -68,6 +69,7 @@ def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
 
 def main() -> None:
     """Entry point: user-facing errors become one line on stderr and exit code 2."""
+    prepare_environment()  # the offline defaults, before any command imports a heavy library
     main_thread = threading.current_thread() is threading.main_thread()
     # a stopped CI job or `kill`: the same clean stop as Ctrl-C (records kept, one line, jobs killed)
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..agent import DEFAULT_MODEL
 from ..errors import ConfigError
+from ..llm import DEFAULT_MODEL
 from ..pipeline.conditions import DEFAULT_CONDITIONS, available
 from ..pipeline.config import RunConfig
 from ..retrieval import DEFAULT_EMBEDDER

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..agent import DEFAULT_MODEL
 from ..agent.tools import Budget
 from ..errors import ConfigError
+from ..llm import DEFAULT_MODEL
 from ..pools.models import TEST_SETS
 from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.settings import RetrievalSettings
@@ -60,7 +60,7 @@ class RunConfig(RetrievalSettings):
     k: int = 1
     concurrency: int = 4
     llm_processes: int | None = None
-    """Worker processes making API calls (:mod:`agentbench.agent.llm_processes`); None: chosen from
+    """Worker processes making API calls (:mod:`agentbench.llm.processes`); None: chosen from
     ``concurrency`` and the cores. Local and in-process providers always run in this process."""
     prompt: str | None = None
     api_base: str | None = None

@@ -17,13 +17,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent import Agent, Generation, LLMClient, Task
+from ..agent import Agent, Generation, Task
 from ..agent.generate import AgentLike
-from ..agent.llm_processes import auto_processes
 from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError, Interrupted, ModelError
 from ..execution import ExecResult, Executor, Job, make_executor
 from ..execution.cache import ExecCache, run_cached
+from ..llm import LLMClient
+from ..llm.processes import auto_processes
 from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
 from ..progress import stderr

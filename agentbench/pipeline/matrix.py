@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from ..agent import DEFAULT_MODEL
 from ..errors import ConfigError, ModelError
 from ..execution import make_executor
 from ..execution.cache import ExecCache
 from ..files import atomic_write_json, read_json_object, slug
+from ..llm import DEFAULT_MODEL
 from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.results import RetrievalResult
 from .config import RunConfig

@@ -29,9 +29,9 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
+from .._env import prepare_environment
 from ..errors import ConfigError, ModelError
 from ._defaults import DEFAULT_EMBEDDER, EMBEDDER_FORMS
-from ._env import prepare_environment
 from .embcache import EmbeddingCache
 from .tokens import TOKENIZER_VERSION
 

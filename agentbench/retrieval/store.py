@@ -29,10 +29,10 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from .._env import prepare_environment
 from ..errors import AgentbenchError, ConfigError, RetrievalError
 from ..pools.models import Pool
 from ..progress import progress_bar
-from ._env import prepare_environment
 from .embedders import DenseEmbedder, Embedder, parse_embedder
 from .hits import Searcher, normalized_rows
 

@@ -31,13 +31,16 @@ import threading
 import time
 from typing import Any
 
-from litellm import CustomLLM
-from litellm.exceptions import ContextWindowExceededError
-from litellm.types.utils import ModelResponse, Usage
-
+from .._env import prepare_environment
 from ..errors import ConfigError, ModelError
-from .llm_processes import usable_cores
+from .processes import usable_cores
 from .weights import ensure_model, local_model_spec
+
+prepare_environment()  # LiteLLM is imported below: with the offline defaults, as in ._litellm
+
+from litellm import CustomLLM  # noqa: E402
+from litellm.exceptions import ContextWindowExceededError  # noqa: E402
+from litellm.types.utils import ModelResponse, Usage  # noqa: E402
 
 __all__ = [
     "PORTABLE_CMAKE_ARGS",
@@ -109,7 +112,7 @@ class LocalModelProcess:
         # 64-token reply took 120 s instead of 16 s on a heavily loaded two-core machine)
         env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentbench.agent.local_worker", json.dumps(spec)],
+            [sys.executable, "-m", "agentbench.llm.local_worker", json.dumps(spec)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -35,7 +35,7 @@ from ..errors import ConfigError, ModelError
 from ._litellm import in_process_provider
 from .cache import ResponseCache, cache_key
 from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
-from .llm_processes import LLMProcessPool, RemoteCallError, WireLimit, process_pool
+from .processes import LLMProcessPool, RemoteCallError, WireLimit, process_pool
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
 
@@ -301,7 +301,7 @@ class LLMClient:
         """Requests being answered, by cache key: an identical request waits for the same answer."""
         self._ready = False
         self.processes = processes
-        """Worker processes making the calls (:mod:`.llm_processes`); 0, or a model served by a handler
+        """Worker processes making the calls (:mod:`.processes`); 0, or a model served by a handler
         registered in this process, keeps them in this process."""
         self._pool: LLMProcessPool | None = None
 

@@ -1,10 +1,10 @@
-"""LiteLLM calls spread over worker processes (:mod:`.llm_worker`).
+"""LiteLLM calls spread over worker processes (:mod:`.worker`).
 
 At ``--concurrency 64`` against an API answering in 0.5 s, a run has 7.8 ms of one core per completion;
 LiteLLM alone takes 5-10 ms of CPU per call, so in one process the run is CPU-bound, not API-bound. Worker
 processes make the calls on the other cores while the run's own process keeps prompts, caching, retries
 and records. Only the call itself crosses: retries, the response cache and the statistics stay in
-:class:`~agentbench.agent.llm.LLMClient`, so results are the same with or without workers.
+:class:`~agentbench.llm.client.LLMClient`, so results are the same with or without workers.
 
 One pool per process, shared by every client (a matrix's models too): the workers are stateless, each
 request carrying its full ``acompletion`` arguments. A worker that dies fails its pending requests as
@@ -53,7 +53,7 @@ class WireLimit:
 @dataclass(frozen=True)
 class Answer:
     fields: dict[str, Any]
-    """:func:`~agentbench.agent.llm.completion_fields` of the response."""
+    """:func:`~agentbench.llm.client.completion_fields` of the response."""
     through_httpx: bool
     """Whether LiteLLM sent the request through httpx, so that its :class:`WireLimit` slot covered only
     the time on the wire."""
@@ -65,7 +65,7 @@ class RemoteCallError(Exception):
     def __init__(self, kind: str, type_name: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
-        """:func:`~agentbench.agent.llm.error_kind` of the original exception."""
+        """:func:`~agentbench.llm.client.error_kind` of the original exception."""
         self.type_name = type_name
         self.retry_after = retry_after
 
@@ -95,7 +95,7 @@ class _Worker:
         package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentbench.agent.llm_worker"],
+            [sys.executable, "-m", "agentbench.llm.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -214,7 +214,7 @@ def _settle(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) -> 
 
 class LLMProcessPool:
     """``complete(kwargs)`` runs ``litellm.acompletion(**kwargs)`` in the least busy worker and returns its
-    :func:`~agentbench.agent.llm.completion_fields`, or raises :class:`RemoteCallError`."""
+    :func:`~agentbench.llm.client.completion_fields`, or raises :class:`RemoteCallError`."""
 
     def __init__(self, processes: int) -> None:
         self._workers = [_Worker() for _ in range(processes)]

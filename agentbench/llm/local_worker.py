@@ -1,8 +1,8 @@
-"""The child process that runs a local GGUF model: ``python -m agentbench.agent.local_worker SPEC``.
+"""The child process that runs a local GGUF model: ``python -m agentbench.llm.local_worker SPEC``.
 
 llama.cpp is native code: a build for the wrong CPU dies of SIGILL, a bug of SIGSEGV, a big context of
 the OOM killer. In its own process such a death cannot take the run with it; the parent
-(:class:`agentbench.agent.local.LocalModelProcess`) sees the pipe close, reads the exit signal and
+(:class:`agentbench.llm.local.LocalModelProcess`) sees the pipe close, reads the exit signal and
 reports it. ``SPEC`` is a JSON object: ``model_path``, ``n_ctx``, ``n_threads`` and ``parent_pid``.
 
 The worker never outlives its parent by more than :data:`PARENT_POLL_S`: a watchdog thread, started

@@ -1,4 +1,4 @@
-"""The child process that makes LiteLLM calls for :mod:`.llm_processes`: ``python -m agentbench.agent.llm_worker``.
+"""The child process that makes LiteLLM calls for :mod:`.processes`: ``python -m agentbench.llm.worker``.
 
 LiteLLM spends several milliseconds of CPU on every call (request building, pricing, logging). At high
 concurrency against a fast API that, not the API, caps a run on one core; in worker processes it spreads
@@ -121,7 +121,7 @@ async def _warm_up(litellm: Any) -> None:
 
 async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
     from ._litellm import plain_litellm
-    from .llm import completion_fields, error_kind, retry_after
+    from .client import completion_fields, error_kind, retry_after
 
     litellm = plain_litellm()
     _install_wire_gate()

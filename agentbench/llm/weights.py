@@ -7,7 +7,7 @@ agentbench's cache directory (:func:`agentbench.cache.cache_dir`: ``$AGENTBENCH_
 place only when the sha256 matches. A sidecar ``.verified`` file (written atomically) records the size
 and mtime of a verified file so later processes skip re-hashing.
 
-Run ``python -m agentbench.agent [MODEL ...]`` to assemble ahead of time (all local models by default).
+Run ``python -m agentbench.llm [MODEL ...]`` to assemble ahead of time (all local models by default).
 """
 
 from __future__ import annotations

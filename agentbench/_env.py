@@ -1,8 +1,12 @@
-"""Environment defaults applied before any heavy library is imported.
+"""The offline environment defaults, applied before any heavy library is imported.
 
 Why: huggingface_hub, LiteLLM and Chroma all try the network at import or load time (model lookups, the
 remote model-cost map, telemetry). Offline that means long stalls on retries, so agentbench asks for the
 local behaviour unless the user already chose otherwise in the environment.
+
+Nothing is set on import: the CLI applies the defaults when it starts, and library code just before it
+imports one of those libraries (:mod:`agentbench.llm._litellm` for LiteLLM, :mod:`agentbench.retrieval`
+for sentence-transformers and Chroma), so a program using the Python API gets them too.
 """
 
 from __future__ import annotations

@@ -1,27 +1,23 @@
-"""The one place that imports LiteLLM: offline defaults first, then the ``local`` provider registration.
+"""LiteLLM, imported after the offline defaults (:mod:`agentbench._env`), with the ``local`` provider
+registered.
 
 LiteLLM takes seconds to import, so callers import it lazily through :func:`litellm_module`.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from types import ModuleType
 
-__all__ = ["in_process_provider", "litellm_module", "offline_defaults", "plain_litellm", "register_provider"]
+from .._env import prepare_environment
+
+__all__ = ["in_process_provider", "litellm_module", "plain_litellm", "register_provider"]
 
 _local_registered = False
 
 
-def offline_defaults() -> None:
-    """No network at import: LiteLLM's bundled cost map, Hugging Face offline (unless the user set them)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
 def _import() -> ModuleType:
-    offline_defaults()
+    prepare_environment()  # no network at import: LiteLLM's bundled cost map, Hugging Face offline
     # LiteLLM's TypedDicts make pydantic warn on every schema build; it is noise for our users
     warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
     import litellm
@@ -33,7 +29,7 @@ def _import() -> ModuleType:
 
 def plain_litellm() -> ModuleType:
     """LiteLLM with the offline defaults, without registering the ``local`` provider (worker processes
-    of :mod:`.llm_processes` serve API models only)."""
+    of :mod:`.processes` serve API models only)."""
     return _import()
 
 

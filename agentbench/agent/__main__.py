@@ -1,5 +1,0 @@
-"""``python -m agentbench.agent [MODEL ...]``: assemble and verify local model weights ahead of time."""
-
-from .weights import main
-
-raise SystemExit(main())

@@ -308,10 +308,16 @@ def test_selection_prefers_the_subtlest_mutant_of_each_bug_type() -> None:
     order = [mutant("a", 1), mutant("b", 1), mutant("a", 2), mutant("c", 1), mutant("b", 2), mutant("c", 2)]
     plan = _TaskPlan(order, explore=6)
     plan.verdicts = [_verdict(v) for v in ("FF..", "F...", "F...", "FFFF", "FF..", "F.F.")]
+    assert plan.choose(2) is None  # a1/b2 and b1/a2 agree on every verdict: they are probed first
+    assert sorted(plan.want) == [0, 1, 2, 4]
+    plan.probes = {i: (f"ERROR:Probe_{i}",) * 4 for i in plan.want}  # they return different values
     assert plan.choose(2) is not None
     chosen = [m.code for m, _ in plan.choose(3)]
     # per type the least-failing usable one (c1 fails every assert: rejected); types by that share
     assert chosen == ["# b 1", "# a 2", "# c 2"]
+    # b1 and a2 returning the same values are one behaviour: only b1 (first evaluated) is kept
+    plan.probes[2] = plan.probes[1]
+    assert [m.code for m, _ in plan.choose(3)] == ["# b 1", "# a 1", "# c 2"]
     plan.verdicts = plan.verdicts[:5]
     assert plan.choose(3) is None  # not every candidate of the exploration budget has run yet
 

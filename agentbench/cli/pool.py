@@ -28,6 +28,7 @@ from ..pools import (
     write_pool,
 )
 from ..pools.augment import AUGMENT_REPORT, DEFAULT_INPUTS, DEFAULT_MAX_ADDED, AugmentReport, augment_pool
+from ..pools.build import write_build_report
 from ..pools.validate import EMPTY_FIX
 from ..progress import progress_bar
 from .options import check_output_dir
@@ -134,6 +135,7 @@ def build(
         if augment:
             pool, augmented = augment_pool(pool, run, seed=seed, inputs=inputs, timeout=timeout)
     _write(pool, out)
+    write_build_report(report, out)
     summary = report.to_json()
     if augmented is not None:
         _write_augment_report(augmented, out)
@@ -288,6 +290,8 @@ def stats(
         )
         for k, v in share["histogram"].items():
             table.add_row(f"  distractors failing {k}", str(v))
+    for k, v in (s.get("rejected_mutants") or {}).items():
+        table.add_row(f"rejected mutants: {k}", str(v))
     console.print(table)
 
 

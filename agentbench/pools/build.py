@@ -5,8 +5,18 @@ some asserts and passes most. By default the builder therefore rejects, counting
 
 - edits that are not near-misses, before running them (``Mutant.crude``): an operand swapped with a
   literal (``1 >> n``), a removed ``if`` that did more than return or raise a simple value;
+- edits that leave something nobody writes (``x - 0``, ``-0``, ``n * 1``) or a comparison that can never
+  hold (``len(x) == -1``, ``len(x) < 0``);
 - by verdict: a mutant that survives every assert, fails every assert, raises on every assert, or
-  exhausts a resource (runs out of CPU time, memory or recursion depth).
+  exhausts a resource (runs out of CPU time, memory or recursion depth);
+- by behaviour: a mutant that behaves exactly like another candidate of its task on every assert (the
+  same value from every call, or the same exception type) is a duplicate: only one of them can be kept
+  (``duplicate_behaviour``). A mutant that behaves like one of its task's guard removals (``n < 0`` for
+  a count) counts as that removal: the removal itself is the one kept.
+
+Behaviour is compared with a *probe* run (:func:`probe_job`): the asserts rewritten to record every call's
+value and report a fingerprint of them, per assert, as the exception name, so the sandbox's per-assert
+verdicts carry it. Only candidates whose per-assert verdicts already agree are probed.
 
 Among the rest it prefers distinct bug types and, within them, the mutants failing the smallest share of
 asserts. Mutants run with a CPU budget of ``MUTANT_CPU_SHARE`` of the time limit: whether a slow mutant
@@ -35,6 +45,11 @@ from .mutate import Mutant, find_mutants
 
 __all__ = [
     "SourceTask",
+    "BUILD_REPORT_FILE",
+    "probe_job",
+    "probe_fingerprint",
+    "read_build_report",
+    "write_build_report",
     "read_sources",
     "build_pool",
     "BuildReport",
@@ -50,6 +65,8 @@ MUTANT_CPU_SHARE = 0.2  # a mutant needing more than this share of the time limi
 # strikes depends on the machine, so such mutants are never kept.
 RESOURCE_OUTCOMES = (TIMEOUT, "ERROR:MemoryError", "ERROR:RecursionError")
 RunJobs = Callable[[list[Job]], list[ExecResult]]
+BUILD_REPORT_FILE = "build_report.json"  # beside the pool's JSONL files; read by `pool stats`
+GUARD_REMOVAL = "remove_edge_case_check"
 
 
 class SourceTask(BaseModel):
@@ -65,6 +82,8 @@ class SourceTask(BaseModel):
     tests: list[str] = Field(min_length=1)
     test_setup: str | None = None
     """Imports the asserts need, run before them (never taken from the solution's own imports)."""
+    entry_point: str | None = None
+    """The function the asserts call, where the code defines helpers before it (default: the first)."""
     location: str = ""
 
     def job(self, code: str, timeout: float) -> Job:
@@ -154,6 +173,98 @@ class BuildReport:
         }
 
 
+def write_build_report(report: BuildReport, out: Path) -> None:
+    """The build summary beside the pool, so ``pool stats`` can show what the builder rejected and why."""
+    from ..files import atomic_write_text
+
+    atomic_write_text(out / BUILD_REPORT_FILE, json.dumps(report.to_json(), indent=2) + "\n")
+
+
+def read_build_report(pool_dir: Path | str) -> dict | None:
+    """The summary :func:`write_build_report` left in a pool directory; None for pools built elsewhere."""
+    path = Path(pool_dir) / BUILD_REPORT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# --- behaviour probes ----------------------------------------------------------------------------------
+
+PROBE_PREFIX = "ERROR:Probe_"
+# Run after the task's own setup, in the asserts' namespace. Values are rendered order-independently where
+# Python's own order is arbitrary (sets, and dicts, which compare equal in any order) and without object
+# addresses, so equal values give equal fingerprints in any process.
+_PROBE_SETUP = r"""
+import hashlib as _ab_hashlib
+import re as _ab_re
+_ab_vals = []
+def _ab_repr(v, depth=0):
+    if depth > 30:
+        return '...'
+    if isinstance(v, (set, frozenset)):
+        return type(v).__name__ + '{' + ','.join(sorted(_ab_repr(x, depth + 1) for x in v)) + '}'
+    if isinstance(v, dict):
+        items = sorted(_ab_repr(k, depth + 1) + ':' + _ab_repr(x, depth + 1) for k, x in v.items())
+        return type(v).__name__ + '{' + ','.join(items) + '}'
+    if isinstance(v, (list, tuple)):
+        return type(v).__name__ + '[' + ','.join(_ab_repr(x, depth + 1) for x in v) + ']'
+    try:
+        text = repr(v)
+    except BaseException as exc:
+        text = '<unrepresentable ' + type(exc).__name__ + '>'
+    return type(v).__name__ + ':' + _ab_re.sub(r' at 0x[0-9a-fA-F]+', '', text)
+def _ab_rec(v):
+    _ab_vals.append(_ab_repr(v))
+    return v
+def _ab_emit(tag):
+    digest = _ab_hashlib.sha256((tag + '\x00' + '\x01'.join(_ab_vals)).encode()).hexdigest()[:32]
+    del _ab_vals[:]
+    raise type('Probe_' + digest, (Exception,), {})()
+"""
+
+
+class _RecordCalls(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        return ast.Call(func=ast.Name("_ab_rec", ast.Load()), args=[node], keywords=[])
+
+
+def _probe_test(test: str) -> str:
+    """The assert rewritten to record every call's value and end by raising its fingerprint, whose name
+    holds the assert's own outcome (pass, FAIL or the exception type) and the values."""
+    try:
+        tree = ast.parse(test)
+    except SyntaxError:
+        return test  # the verdict is the same for every snippet: nothing to tell apart
+    body = ast.unparse(ast.fix_missing_locations(_RecordCalls().visit(tree)))
+    indented = "\n".join("    " + line for line in body.splitlines()) or "    pass"
+    return (
+        "del _ab_vals[:]\n"
+        f"try:\n{indented}\n    _ab_tag = 'pass'\n"
+        "except AssertionError:\n    _ab_tag = 'FAIL'\n"
+        "except BaseException as _ab_exc:\n    _ab_tag = 'E:' + type(_ab_exc).__name__\n"
+        "_ab_emit(_ab_tag)"
+    )
+
+
+def probe_job(tests: list[str] | tuple[str, ...], setup: str | None, code: str, timeout: float) -> Job:
+    """A job whose per-assert verdicts are fingerprints of the snippet's behaviour on each assert: two
+    snippets with the same fingerprints return the same values (or raise the same exception types) on
+    every call the asserts make."""
+    return Job(code, tuple(_probe_test(t) for t in tests), timeout, (setup or "") + _PROBE_SETUP)
+
+
+def probe_fingerprint(result: ExecResult) -> tuple[str, ...] | None:
+    """The per-assert fingerprints of a probe run; None when the probe did not finish (no verdict)."""
+    if result.infra_error or not result.results:
+        return None
+    if not all(r.startswith(PROBE_PREFIX) or r == "pass" for r in result.results):
+        return None  # a timeout or a crash of the whole run: nothing to compare
+    return tuple(result.results)
+
+
 def _order(mutants: list[Mutant], rng: random.Random) -> list[Mutant]:
     """Seeded evaluation order: bug types interleaved round-robin, so early candidates differ in type."""
     by_type: dict[str, list[Mutant]] = {}
@@ -200,6 +311,8 @@ class _TaskPlan:
     explore: int
     realistic: bool = True
     verdicts: list[ExecResult] = field(default_factory=list)
+    probes: dict[int, tuple[str, ...] | None] = field(default_factory=dict)  # order index -> fingerprint
+    want: list[int] = field(default_factory=list)  # candidates to probe before choosing
 
     def kept(self) -> list[tuple[int, Mutant, ExecResult]]:
         return [
@@ -208,16 +321,53 @@ class _TaskPlan:
             if reject_reason(r, self.realistic) is None
         ]
 
-    def choose(self, n: int) -> list[tuple[Mutant, ExecResult]] | None:
-        """Subtle distinct bug types first, then any; None while more evaluation could change the answer.
+    def distinct(self, kept: list[tuple[int, Mutant, ExecResult]]) -> tuple[list, int] | None:
+        """One candidate per behaviour, and how many duplicates were left out; None (and ``want`` set)
+        while candidates whose verdicts agree are not yet probed.
 
-        Once ``explore`` candidates are evaluated (or all are) and ``n`` are usable, the choice is made:
-        the least-failing usable mutant of each bug type, types ordered by that share, then the other
-        usable mutants by share. Ties keep the seeded evaluation order.
+        Candidates with different per-assert verdicts behave differently; among those that agree, equal
+        probe fingerprints (or a probe that did not finish: no proof of a difference) are one behaviour.
+        A class holding a guard removal is kept as that removal; otherwise as its first-ranked member."""
+        groups: dict[tuple[str, ...], list[tuple[int, Mutant, ExecResult]]] = {}
+        for k in kept:
+            groups.setdefault(tuple(k[2].results), []).append(k)
+        self.want = [k[0] for g in groups.values() if len(g) > 1 for k in g if k[0] not in self.probes]
+        if self.want:
+            return None
+        out: list[tuple[int, Mutant, ExecResult]] = []
+        for group in groups.values():
+            classes: list[list[tuple[int, Mutant, ExecResult]]] = []
+            for k in group:
+                fp = self.probes.get(k[0])
+                for c in classes:
+                    other = self.probes.get(c[0][0])
+                    if fp is None or other is None or fp == other:
+                        c.append(k)
+                        break
+                else:
+                    classes.append([k])
+            for c in classes:
+                out.append(next((k for k in c if k[1].bug_type == GUARD_REMOVAL), c[0]))
+        return sorted(out, key=lambda k: k[0]), len(kept) - len(out)
+
+    def choose(self, n: int) -> list[tuple[Mutant, ExecResult]] | None:
+        """Subtle distinct bug types first, then any; None while more evaluation (or probing) could change
+        the answer.
+
+        Once ``explore`` candidates are evaluated (or all are) and ``n`` usable ones behave differently,
+        the choice is made: the least-failing usable mutant of each bug type, types ordered by that
+        share, then the other usable mutants by share. Ties keep the seeded evaluation order.
         """
         kept = self.kept()
         done = len(self.verdicts) >= len(self.order)
+        self.want = []
         if not done and (len(self.verdicts) < self.explore or len(kept) < n):
+            return None
+        found = self.distinct(kept)
+        if found is None:
+            return None
+        kept = found[0]
+        if not done and len(kept) < n:
             return None
         ranked = sorted(kept, key=lambda k: (failing_share(k[2]), k[0]))
         best: dict[str, tuple[int, Mutant, ExecResult]] = {}
@@ -228,11 +378,13 @@ class _TaskPlan:
         return [(m, r) for _, m, r in (first + rest)[:n]]
 
 
-def _function_name(code: str) -> str:
-    for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return node.name
-    return ""
+def _function_name(code: str, entry_point: str | None = None) -> str:
+    names = [
+        node.name for node in ast.parse(code).body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    if entry_point and entry_point in names:
+        return entry_point
+    return names[0] if names else ""
 
 
 def build_pool(
@@ -305,17 +457,31 @@ def build_pool(
                 del pending[i]
         if not pending:
             break
+        probes = {i: list(p.want) for i, p in pending.items() if p.want}
         slices = {
-            i: p.order[len(p.verdicts) : max(p.explore, len(p.verdicts) + batch)] for i, p in pending.items()
+            i: p.order[len(p.verdicts) : max(p.explore, len(p.verdicts) + batch)]
+            for i, p in pending.items()
+            if i not in probes
         }
         jobs = [tasks[i].job(m.code, mutant_timeout) for i, ms in slices.items() for m in ms]
+        jobs += [
+            probe_job(tasks[i].tests, tasks[i].test_setup, plans[i].order[j].code, mutant_timeout)
+            for i, js in probes.items()
+            for j in js
+        ]
         results = iter(run(jobs))
         for i, ms in slices.items():
             plans[i].verdicts.extend(next(results) for _ in ms)
+        for i, js in probes.items():
+            for j in js:
+                plans[i].probes[j] = probe_fingerprint(next(results))
     for p in plans.values():
         for r in p.verdicts:
             if reason := reject_reason(r, p.realistic):
                 report.rejects[reason] += 1
+        found = p.distinct(p.kept())
+        if found:
+            report.rejects["duplicate_behaviour"] += found[1]
 
     # 3. assemble in source order
     queries: list[Query] = []
@@ -375,7 +541,7 @@ def build_pool(
                 entry_id=ids[idx],
                 metadata={
                     "domain": t.domain or "general",
-                    "function_name": _function_name(t.code),
+                    "function_name": _function_name(t.code, t.entry_point),
                     "seed": seed,
                 },
             )

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Mutant", "find_mutants", "OPERATORS"]
+from .models import BUG_TYPES
+
+__all__ = ["Mutant", "find_mutants", "OPERATORS", "CRUDE_REASONS"]
+
+OPERATORS = BUG_TYPES  # the mutation operators are the six bug types (one definition, in models)
+
+CRUDE_REASONS = ("literal_operand", "not_a_short_guard", "no_op", "impossible_comparison")
 
 
 @dataclass(frozen=True)
@@ -24,9 +31,12 @@ class Mutant:
     line_after: str  # "" when the edit removed the line(s)
     description: str
     crude: str | None = None
-    """Why the edit is not a plausible near-miss (the builder rejects it by default): ``literal_operand``
-    (an operand swapped with a literal, ``1 >> n``) or ``not_a_short_guard`` (the removed ``if`` does more
-    than return or raise a simple value)."""
+    """Why the edit is not a plausible near-miss (the builder rejects it by default), one of
+    :data:`CRUDE_REASONS`: ``literal_operand`` (an operand swapped with a literal, ``1 >> n``),
+    ``not_a_short_guard`` (the removed ``if`` does more than return or raise a simple value), ``no_op``
+    (the edit leaves an operation nobody writes: ``x - 0``, ``-0``, ``n * 1``, ``x ** 1``, ``i += 0``) or
+    ``impossible_comparison`` (a length, count or ``abs()`` compared with a negative constant, or below
+    zero: ``len(x) == -1``, ``len(x) < 0``; such a guard never fires, a giveaway no person writes)."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +113,6 @@ _WRONG_COMPARISON = {
 _ATOMIC = (ast.Name, ast.Constant, ast.Call, ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Dict)
 _GUARD_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
-OPERATORS = (
-    "off_by_one",
-    "off_by_one_boundary",
-    "swap_arguments",
-    "remove_edge_case_check",
-    "wrong_comparison",
-    "wrong_operator",
-)
-
 
 def _find_token(src: _Source, start: int, end: int, pattern: str) -> tuple[int, int] | None:
     """Locate exactly one operator token between two operands (only parens/space/comments may surround it)."""
@@ -165,8 +166,27 @@ def _format_int(old_text: str, value: int) -> str:
 # --- site finders: each yields (bug_type, edit, description) --------------------------------------
 
 
+_INDEX_NAMES = frozenset({"i", "j", "k", "idx", "index", "mid", "lo", "hi", "left", "right", "pos"})
+
+
+def _index_names(tree: ast.AST) -> set[str]:
+    """Names that hold positions: loop variables over ``range``/``enumerate`` and the usual index names."""
+    names = set(_INDEX_NAMES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Call):
+            func = node.iter.func
+            if isinstance(func, ast.Name) and func.id == "range" and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(func, ast.Name) and func.id == "enumerate" and isinstance(node.target, ast.Tuple):
+                first = node.target.elts[0] if node.target.elts else None
+                if isinstance(first, ast.Name):
+                    names.add(first.id)
+    return names
+
+
 def _sites(tree: ast.AST, src: _Source) -> Iterator[_Site]:
     skip = _in_fstring(tree) | _docstring_ids(tree)
+    indices = _index_names(tree)
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
@@ -184,6 +204,10 @@ def _sites(tree: ast.AST, src: _Source) -> Iterator[_Site]:
             yield from _call(node, src)
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             yield from _slice_bound(node.slice, src)
+        elif (
+            isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in indices
+        ):
+            yield from _shift_bound(node.slice, src, "index")
         if isinstance(node, ast.If | ast.While | ast.IfExp):
             yield from _negate(node.test, src)
         if isinstance(node, ast.If | ast.For | ast.While | ast.FunctionDef | ast.With | ast.Try):
@@ -256,7 +280,33 @@ def _boolop(node: ast.BoolOp, src: _Source) -> Iterator[_Site]:
             yield "wrong_operator", _Edit(pos[0], pos[1], new), f"{token} -> {new}"
 
 
+# A function or method confused with its twin: the wrong_operator of calls (``max`` for ``min``).
+_TWIN_FUNCTIONS = {"min": "max", "max": "min", "any": "all", "all": "any"}
+_TWIN_METHODS = {
+    "startswith": "endswith", "endswith": "startswith", "lower": "upper", "upper": "lower",
+    "islower": "isupper", "isupper": "islower", "lstrip": "rstrip", "rstrip": "lstrip",
+    "ljust": "rjust", "rjust": "ljust", "find": "rfind", "rfind": "find", "index": "rindex",
+    "rindex": "index", "isdigit": "isalpha", "isalpha": "isdigit",
+}  # fmt: skip
+
+
+def _twin(node: ast.Call, src: _Source) -> Iterator[_Site]:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in _TWIN_FUNCTIONS:
+        start, end = src.span(func)
+        old, new = func.id, _TWIN_FUNCTIONS[func.id]
+    elif isinstance(func, ast.Attribute) and func.attr in _TWIN_METHODS:
+        _, end = src.span(func)
+        start = end - len(func.attr.encode())
+        old, new = func.attr, _TWIN_METHODS[func.attr]
+    else:
+        return
+    if src.text(start, end) == old:
+        yield "wrong_operator", _Edit(start, end, new), f"{old}() -> {new}()"
+
+
 def _call(node: ast.Call, src: _Source) -> Iterator[_Site]:
+    yield from _twin(node, src)
     args = node.args
     if any(isinstance(a, ast.Starred) for a in args):
         return
@@ -375,11 +425,127 @@ def _owns_its_lines(stmt: ast.stmt, src: _Source) -> bool:
     return not before.strip() and (not after or after.startswith("#"))
 
 
+# --- implausible results: operations no person writes --------------------------------------------
+
+# op -> (identity on the right, identity on the left or None)
+_IDENTITY = {
+    ast.Add: (0, 0), ast.Sub: (0, None), ast.BitOr: (0, 0), ast.BitXor: (0, 0), ast.LShift: (0, None),
+    ast.RShift: (0, None), ast.Mult: (1, 1), ast.Div: (1, None), ast.FloorDiv: (1, None), ast.Pow: (1, None),
+}  # fmt: skip
+_NONNEG_CALLS = frozenset({"len", "abs"})
+_NONNEG_METHODS = frozenset({"count"})
+
+
+def _number(node: ast.expr) -> float | None:
+    """The value of a numeric literal, possibly signed (``-1``); None for anything else (bools too)."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign = -1 if isinstance(node.op, ast.USub) else 1
+        node = node.operand
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return sign * node.value
+    return None
+
+
+def _is_zero_or_one(node: ast.expr, value: int | None) -> bool:
+    return (
+        value is not None
+        and isinstance(node, ast.Constant)
+        and type(node.value) in (int, float)
+        and (node.value == value)
+    )
+
+
+def _nonneg_call(node: ast.expr) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id in _NONNEG_CALLS) or (
+        isinstance(func, ast.Attribute) and func.attr in _NONNEG_METHODS
+    )
+
+
+def _count_names(tree: ast.AST) -> set[str]:
+    """Names that only ever hold a length, count or ``abs()`` (every binding is ``n = len(...)`` or
+    ``for n in range(stop)``); a parameter, augmented assignment or any other binding disqualifies."""
+    good: set[str] = set()
+    bad: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            bad.add(node.arg)
+        elif isinstance(node, ast.Assign):
+            ok = _nonneg_call(node.value)
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        (good if ok and target is name else bad).add(name.id)
+        elif isinstance(node, ast.For | ast.comprehension):
+            it = node.iter
+            ok = (
+                isinstance(it, ast.Call)
+                and isinstance(it.func, ast.Name)
+                and it.func.id == "range"
+                and len(it.args) == 1
+            )
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    (good if ok and node.target is name else bad).add(name.id)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    bad.add(name.id)
+    return good - bad
+
+
+def _nonneg(node: ast.expr, counts: set[str]) -> bool:
+    return _nonneg_call(node) or (isinstance(node, ast.Name) and node.id in counts)
+
+
+def _impossible(left: ast.expr, op: ast.cmpop, right: ast.expr, counts: set[str]) -> bool:
+    """``len(x) == -1`` (any comparison with a negative constant), ``len(x) < 0``, ``len(x) >= 0``."""
+    if _nonneg(right, counts) and not _nonneg(left, counts):
+        flipped = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+        left, right = right, left
+        op = flipped.get(type(op), type(op))()
+    if not _nonneg(left, counts):
+        return False
+    value = _number(right)
+    if value is None:
+        return False
+    return value < 0 or (value == 0 and isinstance(op, ast.Lt | ast.GtE))
+
+
+def implausible_counts(tree: ast.AST, counts: set[str] | None = None) -> Counter:
+    """How many no-op operations and impossible comparisons ``tree`` holds (by :data:`CRUDE_REASONS`
+    name). A mutant holding more of either than its canonical is crude: the edit made one."""
+    counts = _count_names(tree) if counts is None else counts
+    found: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and type(node.op) in _IDENTITY:
+            right_id, left_id = _IDENTITY[type(node.op)]
+            if _is_zero_or_one(node.right, right_id) or _is_zero_or_one(node.left, left_id):
+                found["no_op"] += 1
+        elif isinstance(node, ast.AugAssign) and type(node.op) in _IDENTITY:
+            if _is_zero_or_one(node.value, _IDENTITY[type(node.op)][0]):
+                found["no_op"] += 1
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            if _is_zero_or_one(node.operand, 0):
+                found["no_op"] += 1
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for i, op in enumerate(node.ops):
+                if _impossible(operands[i], op, operands[i + 1], counts):
+                    found["impossible_comparison"] += 1
+    return found
+
+
 def find_mutants(code: str) -> list[Mutant]:
     """All syntactically valid single-edit mutants of ``code``, deduplicated, in source order."""
     tree = ast.parse(code)
     src = _Source(code)
     canonical_dump = ast.dump(tree)
+    counts = _count_names(tree)
+    implausible = implausible_counts(tree, counts)
     seen: set[str] = {code}
     mutants: list[Mutant] = []
     for bug_type, edit, description, *flag in _sites(tree, src):
@@ -400,6 +566,9 @@ def find_mutants(code: str) -> list[Mutant]:
         before = "\n".join(src.line(n) for n in range(first_line, last_line + 1))
         after = "" if bug_type == "remove_edge_case_check" else new_code.splitlines()[first_line - 1]
         crude = flag[0] if flag else None
+        if crude is None:
+            made = implausible_counts(new_tree, counts) - implausible
+            crude = next((reason for reason in CRUDE_REASONS if made[reason]), None)
         mutants.append(Mutant(bug_type, new_code, first_line, before, after, description, crude))
     mutants.sort(key=lambda m: (m.line_number, m.bug_type, m.code))
     return mutants

@@ -5,13 +5,16 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from .build import read_build_report
 from .models import Pool
 
 __all__ = ["pool_stats"]
 
 
 def pool_stats(pool: Pool) -> dict:
-    """Counts a user checks before trusting a pool: size, domains, distractors per query, bug types."""
+    """Counts a user checks before trusting a pool: size, domains, distractors per query, bug types, and
+    (for a pool ``pool build`` wrote, which leaves its report beside the files) the mutants the builder
+    rejected, by reason, duplicates included."""
     per_query = Counter(len(q.paired_distractor_corpus_ids) for q in pool.queries)
     paired = {c for q in pool.queries for c in q.paired_distractor_corpus_ids}
     n = len(pool.queries)
@@ -27,7 +30,17 @@ def pool_stats(pool: Pool) -> dict:
         "share_with_4_distractors": round(per_query[4] / n, 4) if n else 0.0,
         "bug_types": dict(sorted(Counter(s.bug_type for s in pool.corpus if s.bug_type).items())),
         "failing_share": failing_share_stats(pool),
+        "rejected_mutants": rejected_mutants(pool),
     }
+
+
+def rejected_mutants(pool: Pool) -> dict[str, int] | None:
+    """Mutants the build rejected, by reason (from the pool's build report); None when it has none."""
+    report = read_build_report(pool.path) if pool.path else None
+    rejects = report.get("rejects") if report else None
+    if not isinstance(rejects, dict):
+        return None
+    return {str(k): int(v) for k, v in sorted(rejects.items()) if isinstance(v, int)}
 
 
 def failing_share_stats(pool: Pool) -> dict:

@@ -101,7 +101,7 @@ def generated_files(path: Path | None = None) -> tuple[dict[str, str], Conversio
 
 def build_shipped_pool(sources: Path, out: Path, run: RunJobs):
     """``pool build --from sources --out out`` with the default rules; every converted task must stay."""
-    from ..build import build_pool, read_sources
+    from ..build import build_pool, read_sources, write_build_report
     from ..io import write_pool
 
     pool, report = build_pool(read_sources(sources), run, name=out.name)
@@ -111,6 +111,7 @@ def build_shipped_pool(sources: Path, out: Path, run: RunJobs):
             f"(first: {report.dropped_queries[0]}); the conversion is wrong, fix convert.py"
         )
     write_pool(pool, out)
+    write_build_report(report, out)
     return pool, report
 
 

@@ -210,3 +210,10 @@ def test_cli_build_augment_tests_reports_scores(env, tmp_path: Path) -> None:
     built = load_pool(out)
     assert built.queries[0].augmented_tests == env["augmented"].queries[0].augmented_tests
     assert json.loads((out / AUGMENT_REPORT).read_text())["summary"] == env["report"].summary()
+
+
+def test_run_rejects_an_unknown_test_set(tmp_path: Path) -> None:
+    res = run_cli("run", "--tests", "extra", "--run-dir", str(tmp_path / "run"), "--limit", "1")
+    assert res.returncode == 2
+    assert "--tests must be augmented or original" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "run").exists()

@@ -29,7 +29,7 @@ import hashlib
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ PROBE_CPU = 0.3  # CPU seconds for the canonical's three calls on one generated 
 ASSERT_CPU = 0.1  # CPU seconds a mutant gets per generated assert
 PROBES_PER_JOB = 40  # inputs per canonical job: their printed values stay under the sandbox's output limit
 HASHES_PER_JOB = 150  # inputs per second-process job, which prints a short hash per input
-ORIGINAL_CPU = 0.5  # CPU seconds a mutant gets per original assert
+ORIGINAL_CPU = 0.25  # CPU seconds a mutant gets per original assert (a mutant that needs more is dropped)
 MAX_REPR = 150  # longer expected values are dropped (an assert should stay readable)
 MAX_CALL = 400  # longer calls are not generated
 MAX_LEN = 40  # generated strings, lists and dicts grow to this length at most
@@ -301,13 +301,13 @@ def _type_shape(value: Any) -> str:
 def generate_inputs(seeds: list[Seed], rng: random.Random, n: int) -> list[tuple[int, tuple, tuple]]:
     """Up to ``n`` new (seed index, args, kwargs) triples, no two giving the same call, none an original.
 
-    First every single-argument change of every seed, then random changes of two arguments, then
-    recombinations of arguments from different seeds with the same argument types."""
+    First every single-argument change of every seed (in a seeded order), then random changes of one or
+    two arguments mixed with recombinations of arguments of different seeds with the same type."""
     seen = {s.call(s.args, s.kwargs) for s in seeds}
     out: list[tuple[int, tuple, tuple]] = []
 
     def add(i: int, args: tuple, kwargs: tuple) -> None:
-        if len(out) >= n or not all(_representable(a) for a in args):
+        if len(out) >= n or not all(_representable(a) for a in (*args, *(v for _, v in kwargs))):
             return
         text = seeds[i].call(args, kwargs)
         if text in seen or len(text) > MAX_CALL:
@@ -315,25 +315,28 @@ def generate_inputs(seeds: list[Seed], rng: random.Random, n: int) -> list[tuple
         seen.add(text)
         out.append((i, args, kwargs))
 
-    def changed(s: Seed, pos: int) -> Iterator[tuple[tuple, tuple]]:
-        if pos < len(s.args):
-            for v in _variants(s.args[pos], rng):
-                yield s.args[:pos] + (v,) + s.args[pos + 1 :], s.kwargs
-        else:
-            k = pos - len(s.args)
-            name, value = s.kwargs[k]
-            for v in _variants(value, rng):
-                yield s.args, s.kwargs[:k] + ((name, v),) + s.kwargs[k + 1 :]
+    # every argument's neighbours, computed once per seed (the random phase combines them)
+    options: list[list[list[Any]]] = [
+        [_variants(v, rng) for v in (*s.args, *(value for _, value in s.kwargs))] for s in seeds
+    ]
 
-    singles: list[tuple[int, tuple, tuple]] = []
-    for i, s in enumerate(seeds):
-        for pos in range(len(s.args) + len(s.kwargs)):
-            singles.extend((i, a, k) for a, k in changed(s, pos))
+    def with_value(s: Seed, pos: int, value: Any, args: tuple, kwargs: tuple) -> tuple[tuple, tuple]:
+        if pos < len(args):
+            return args[:pos] + (value,) + args[pos + 1 :], kwargs
+        k = pos - len(args)
+        return args, kwargs[:k] + ((kwargs[k][0], value),) + kwargs[k + 1 :]
+
+    singles = [
+        (i, *with_value(s, pos, v, s.args, s.kwargs))
+        for i, s in enumerate(seeds)
+        for pos, values in enumerate(options[i])
+        for v in values
+    ]
     rng.shuffle(singles)  # so that a budget smaller than the singles still covers every seed and argument
     for i, a, k in singles:
         add(i, a, k)
     attempts = 0
-    while len(out) < n and attempts < 20 * n and seeds:
+    while len(out) < n and attempts < 5 * n and seeds:
         attempts += 1
         i = rng.randrange(len(seeds))
         s = seeds[i]
@@ -341,19 +344,15 @@ def generate_inputs(seeds: list[Seed], rng: random.Random, n: int) -> list[tuple
         if width == 0:
             continue
         if width > 1 and rng.random() < 0.5:  # recombine with another seed's argument of the same type
-            j = rng.randrange(len(seeds))
-            other = seeds[j]
+            other = seeds[rng.randrange(len(seeds))]
             pos = rng.randrange(min(len(s.args), len(other.args))) if s.args and other.args else None
             if pos is not None and _type_shape(s.args[pos]) == _type_shape(other.args[pos]):
-                add(i, s.args[:pos] + (other.args[pos],) + s.args[pos + 1 :], s.kwargs)
+                add(i, *with_value(s, pos, other.args[pos], s.args, s.kwargs))
                 continue
         args, kwargs = s.args, s.kwargs
-        base = Seed(s.function, s.subject, args, kwargs)
         for pos in rng.sample(range(width), min(width, rng.choice((1, 2)))):
-            options = list(changed(base, pos))
-            if options:
-                args, kwargs = rng.choice(options)
-                base = Seed(s.function, s.subject, args, kwargs)
+            if options[i][pos]:
+                args, kwargs = with_value(s, pos, rng.choice(options[i][pos]), args, kwargs)
         add(i, args, kwargs)
     return out
 
@@ -443,9 +442,20 @@ def _ab_guarded(_ab_code, _ab_scope):
 
 
 _ab_scopes = {}
+_ab_slow = {}
 
 
 def _ab_check(_ab_m, _ab_test):
+    if _ab_slow.get(_ab_m, 0) >= _AB_MAX_SLOW:  # out of time often enough: no more CPU for this one
+        raise TimeoutError("skipped: the mutant ran out of time before")
+    try:
+        _ab_run(_ab_m, _ab_test)
+    except TimeoutError:
+        _ab_slow[_ab_m] = _ab_slow.get(_ab_m, 0) + 1
+        raise
+
+
+def _ab_run(_ab_m, _ab_test):
     if _ab_m not in _ab_scopes:
         _ab_scope = {"__name__": "__main__", "__builtins__": __builtins__}
         try:
@@ -464,13 +474,19 @@ def _ab_check(_ab_m, _ab_test):
 TESTS_PER_JOB = 400  # (mutant, assert) pairs per mutant job
 
 
-def _mutant_jobs(codes: list[str], tests: list[str], setup: str, cpu: float) -> list[tuple[Job, int]]:
-    """Jobs running every code on every test, several codes per job; with each job, how many codes."""
+def _mutant_jobs(
+    codes: list[str], tests: list[str], setup: str, cpu: float, max_slow: int
+) -> list[tuple[Job, int]]:
+    """Jobs running every code on every test, several codes per job; with each job, how many codes.
+    A code that ran out of its ``cpu`` on ``max_slow`` tests is not run on the rest (they count as
+    timeouts: no verdict), so a mutant that loops costs a fraction of a second, not one per test."""
     per_job = max(1, TESTS_PER_JOB // max(len(tests), 1))
     jobs = []
     for start in range(0, len(codes), per_job):
         chunk = codes[start : start + per_job]
-        prelude = f"_AB_CODES = {chunk!r}\n_AB_SETUP = {setup!r}\n_AB_CPU = {cpu!r}\n"
+        prelude = (
+            f"_AB_CODES = {chunk!r}\n_AB_SETUP = {setup!r}\n_AB_CPU = {cpu!r}\n_AB_MAX_SLOW = {max_slow}\n"
+        )
         checks = tuple(f"_ab_check({m}, {t!r})" for m in range(len(chunk)) for t in tests)
         jobs.append((Job("", checks, 2.0 + cpu * len(checks), prelude + _MULTI), len(chunk)))
     return jobs
@@ -726,7 +742,7 @@ def augment_pool(
         jobs += _probe_jobs(w.code, w.setup, nonce, w.exprs, "_ab_probe", PROBES_PER_JOB)
         middle = len(jobs)
         jobs += _probe_jobs(w.code, w.setup, nonce, w.exprs, "_ab_hash", HASHES_PER_JOB)
-        mutant_jobs = _mutant_jobs(w.mutants, list(w.query.test_suite), w.setup, ORIGINAL_CPU)
+        mutant_jobs = _mutant_jobs(w.mutants, list(w.query.test_suite), w.setup, ORIGINAL_CPU, 1)
         plans.append((begin, middle, len(jobs), mutant_jobs))
         jobs += [j for j, _ in mutant_jobs]
     results = run(jobs) if jobs else []
@@ -763,7 +779,7 @@ def augment_pool(
     plans2: list[tuple[int, list[tuple[Job, int]]]] = []
     for w, alive in zip(work, survivors, strict=True):
         begin = len(jobs)
-        mutant_jobs = _mutant_jobs(alive, w.asserts, w.setup, ASSERT_CPU) if w.asserts and alive else []
+        mutant_jobs = _mutant_jobs(alive, w.asserts, w.setup, ASSERT_CPU, 3) if w.asserts and alive else []
         if w.asserts:
             jobs.append(Job(w.code, tuple(w.asserts), timeout, w.setup))
             jobs += [j for j, _ in mutant_jobs]

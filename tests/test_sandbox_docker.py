@@ -217,6 +217,37 @@ def test_close_leaves_no_containers() -> None:
 
 
 @pytest.mark.docker
+def test_containers_left_by_a_dead_run_are_removed_at_start() -> None:
+    """A container whose start failed while the engine was unreachable stays "created" for ever (auto-remove
+    never fires); the next executor on this host removes those of dead owners and keeps a live owner's."""
+    import socket
+
+    require_docker()
+    from agentbench.execution.container import LABEL, DockerExecutor
+    from agentbench.execution.engine import connect
+
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    host = socket.gethostname()
+    ex = DockerExecutor(workers=1)
+    with closing(connect()) as client:
+        orphan = client.containers.create(
+            ex.image, labels={LABEL: "1", "agentbench.owner": f"{host}:{probe.pid}:dead"}
+        )
+        alive = client.containers.create(
+            ex.image, labels={LABEL: "1", "agentbench.owner": f"{host}:{os.getpid()}:live"}
+        )
+        try:
+            assert ex.run([Job(ADD, ("assert add(1, 2) == 3",))])[0].passed
+            left = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+            assert orphan.id not in left
+            assert alive.id in left
+        finally:
+            ex.close()
+            alive.remove(force=True)
+
+
+@pytest.mark.docker
 def test_cli_exec_and_check_with_docker(tmp_path: Path) -> None:
     require_docker()
     (tmp_path / "code.py").write_text(ADD + "print('hi')\n")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SandboxError
-from .base import ExecResult, Executor, Job, ProgressCallback
+from .base import ExecResult, Executor, Job, ProgressCallback, check_sandbox_kind
 
 __all__ = ["RayExecutor", "NodeWorker", "check_address"]
 
@@ -166,9 +166,7 @@ class RayExecutor(Executor):
         start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.address = check_address(address)
-        if kind not in ("auto", "docker", "process"):
-            raise ConfigError(f"unknown sandbox {kind!r}: use one of auto, docker, process")
-        self.kind = kind
+        self.kind = check_sandbox_kind(kind)
         ray = self._ray = _ray()
         self._own_connection = False
         if not ray.is_initialized():
@@ -299,27 +297,6 @@ class RayExecutor(Executor):
             next_index = chunk[-1] + 1
             return chunk
 
-        def lose(node: _Node, reason: str) -> None:
-            node.lost = reason
-            self.nodes.remove(node)
-            self.lost_nodes.append(node)
-            for ref, (owner, idx) in list(inflight.items()):
-                if owner is node:
-                    del inflight[ref]
-                    todo.append(idx)
-                    self.resubmitted += len(idx)
-            try:
-                ray.kill(node.actor, no_restart=True)
-            except Exception:  # already gone
-                pass
-            logger.warning(
-                "ray: lost node %s (%s): %s; its jobs run on the %d other node(s)",
-                node.host,
-                node.node_id[:8],
-                reason,
-                len(self.nodes),
-            )
-
         while True:
             for node in list(self.nodes):
                 while node.inflight < DEPTH:
@@ -347,12 +324,12 @@ class RayExecutor(Executor):
                 except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError) as exc:
                     todo.append(idx)
                     self.resubmitted += len(idx)
-                    lose(node, type(exc).__name__)
+                    self._lose(node, type(exc).__name__, inflight, todo)
                     continue
                 except ray.exceptions.RayError as exc:  # the node's sandbox failed (engine gone, ...)
                     todo.append(idx)
                     self.resubmitted += len(idx)
-                    lose(node, " ".join(str(exc).split())[-200:])
+                    self._lose(node, " ".join(str(exc).split())[-200:], inflight, todo)
                     continue
                 fresh = 0
                 for i, res in zip(idx, out, strict=True):
@@ -366,6 +343,30 @@ class RayExecutor(Executor):
         if missing:  # pragma: no cover - the loop above only ends when every chunk came back
             raise SandboxError(f"{len(missing)} job(s) got no result from the Ray cluster")
         return results  # type: ignore[return-value]
+
+    def _lose(
+        self, node: _Node, reason: str, inflight: dict[Any, tuple[_Node, list[int]]], todo: deque[list[int]]
+    ) -> None:
+        """Drop a node: its chunks in flight go back on ``todo`` for the other nodes."""
+        node.lost = reason
+        self.nodes.remove(node)
+        self.lost_nodes.append(node)
+        for ref, (owner, idx) in list(inflight.items()):
+            if owner is node:
+                del inflight[ref]
+                todo.append(idx)
+                self.resubmitted += len(idx)
+        try:
+            self._ray.kill(node.actor, no_restart=True)
+        except Exception:  # already gone
+            pass
+        logger.warning(
+            "ray: lost node %s (%s): %s; its jobs run on the %d other node(s)",
+            node.host,
+            node.node_id[:8],
+            reason,
+            len(self.nodes),
+        )
 
     def close(self) -> None:
         ray = getattr(self, "_ray", None)

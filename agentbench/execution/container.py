@@ -20,8 +20,6 @@ loop spends most of its time waiting on them. ``overflow=0`` restores strictly o
 from __future__ import annotations
 
 import atexit
-import hmac
-import json
 import os
 import queue
 import socket
@@ -34,184 +32,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import SandboxError
-from . import base, harness
+from . import base
 from .base import INFRA, JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
-from .engine import connect, require_image, sandbox_error
+from .container_worker import START_TIMEOUT, _Lost, _Worker
+from .engine import connect, require_image
 
 __all__ = ["DockerExecutor", "LABEL"]
 
 LABEL = "agentbench.sandbox"
-PROTOCOL = b"AB1 "
 GRACE = 10.0  # seconds a worker may take beyond the job's own wall-clock limit (cleanup, scheduling)
 SLOW_AFTER = 1.0  # seconds after which a running job no longer counts against the worker budget
-START_TIMEOUT = 60.0
-BUFFER_LIMIT = 32 << 20
 
 _live: weakref.WeakSet[DockerExecutor] = weakref.WeakSet()
-
-
-class _Lost(Exception):
-    """The worker container died or hung; ``str()`` says which."""
-
-
-class _Frames:
-    """Demultiplexes Docker's attach stream and yields verified answer lines."""
-
-    def __init__(self, sock: Any, key: bytes) -> None:
-        self.sock, self.key = sock, key
-        self.raw = bytearray()
-        self.out = bytearray()
-        self.err = bytearray()
-
-    def next(
-        self, deadline: float, wake_at: float = float("inf"), on_wake: Callable[[], None] | None = None
-    ) -> dict:
-        """The next verified answer; calls ``on_wake`` once if none has come by ``wake_at``."""
-        while True:
-            nl = self.out.find(b"\n")
-            if nl >= 0:
-                line = bytes(self.out[:nl])
-                del self.out[: nl + 1]
-                answer = self._verify(line)
-                if answer is not None:
-                    return answer
-                continue
-            if on_wake is not None and time.monotonic() >= wake_at:
-                on_wake()
-                on_wake = None
-            self._recv(min(deadline, wake_at) if on_wake is not None else deadline, deadline)
-
-    def _verify(self, line: bytes) -> dict | None:
-        """The answer in ``line`` if its signature checks out (junk a job wrote may precede it)."""
-        start = line.find(PROTOCOL)
-        while start >= 0:
-            mac, _, payload = line[start + len(PROTOCOL) :].partition(b" ")
-            good = hmac.new(self.key, payload, "sha256").hexdigest().encode()
-            if hmac.compare_digest(mac, good):
-                return json.loads(payload)
-            start = line.find(PROTOCOL, start + 1)
-        return None
-
-    def _recv(self, until: float, deadline: float) -> None:
-        now = time.monotonic()
-        if now >= deadline:
-            raise _Lost("stopped answering")
-        try:  # close() in another thread may have closed the socket under us: EBADF, a lost worker
-            self.sock.settimeout(max(until - now, 0.001))
-            chunk = self.sock.recv(1 << 16)
-        except TimeoutError as exc:
-            if time.monotonic() >= deadline:
-                raise _Lost("stopped answering") from exc
-            return
-        except OSError as exc:
-            raise _Lost(f"connection failed ({exc})") from exc
-        if not chunk:
-            raise _Lost("died")
-        self.raw += chunk
-        while len(self.raw) >= 8:
-            kind, size = self.raw[0], int.from_bytes(self.raw[4:8], "big")
-            if len(self.raw) < 8 + size:
-                break
-            payload = self.raw[8 : 8 + size]
-            del self.raw[: 8 + size]
-            if kind == 1:
-                self.out += payload
-                if len(self.out) > BUFFER_LIMIT:  # a job flooding init's stdout: keep the tail only
-                    del self.out[: -(1 << 20)]
-            else:
-                self.err = (self.err + payload)[-4096:]
-
-
-class _Worker:
-    """One container plus its attach socket."""
-
-    def __init__(self, owner: DockerExecutor) -> None:
-        self.owner = owner
-        self.container: Any = None
-        self.sock: Any = None
-        self.frames: _Frames | None = None
-        self._attached: Any = None
-        self.seq = 0
-
-    def start(self) -> None:
-        o = self.owner
-        try:
-            self.container = o.client.containers.create(o.image, **o.container_options())
-            attached = self.container.attach_socket(
-                params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-            self.sock = getattr(attached, "_sock", attached)
-            self._attached = attached  # keep the HTTP response alive
-            self.container.start()
-        except Exception as exc:  # DockerException, or requests' errors when the engine goes away
-            self.stop()
-            raise sandbox_error("starting a sandbox container", exc) from exc
-        key = os.urandom(32)
-        self.frames = _Frames(self.sock, key)
-        try:
-            self.sock.sendall(json.dumps({"secret": key.hex()}).encode() + b"\n")
-            ready = self.frames.next(time.monotonic() + START_TIMEOUT)
-        except (_Lost, OSError) as exc:
-            detail = self.frames.err.decode(errors="replace").strip()[-300:]
-            self.stop()
-            raise SandboxError(f"a sandbox container failed to start ({exc}): {detail}") from exc
-        self.python = ready.get("python", "?")
-
-    def run(self, job: Job, on_slow: Callable[[], None] | None = None) -> dict:
-        """Send the job, wait for its answer; ``on_slow`` is called once if it runs past ``slow_after``."""
-        if self.frames is None:
-            raise _Lost("was never started")
-        self.seq += 1
-        o = self.owner
-        factor = harness.STARVED_LIMIT_FACTOR  # read now, and sent: the worker's ceiling is the same
-        message = {
-            "id": self.seq,
-            "code": job.code,
-            "tests": list(job.tests),
-            "setup": job.setup,
-            "timeout": job.timeout,
-            "output_limit": o.output_limit,
-            "memory_mb": o.job_memory_mb,
-            "starved_factor": factor,
-        }
-        try:
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
-        except OSError as exc:
-            raise _Lost(f"connection failed ({exc})") from exc
-        now = time.monotonic()
-        wall_limit = job.timeout * factor  # the longest a starved job may take
-        deadline, wake_at = now + wall_limit + o.hang_grace, now + o.slow_after
-        while True:
-            answer = self.frames.next(deadline, wake_at, on_slow)
-            on_slow = None
-            if answer.get("id") == self.seq:
-                return answer
-
-    def shutdown(self) -> None:
-        """Wake a thread blocked reading this worker's socket (closing the socket alone would not)."""
-        try:
-            if self.sock is not None:
-                self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def stop(self) -> None:
-        self.shutdown()
-        for closer in (
-            getattr(self.sock, "close", None),
-            getattr(self._attached, "close", None),
-        ):
-            try:
-                if closer:
-                    closer()
-            except OSError:
-                pass
-        if self.container is not None:
-            try:
-                self.container.remove(force=True)
-            except Exception:
-                pass  # already gone (auto-remove), being removed, or the engine is down
-            self.container = None
 
 
 class DockerExecutor(Executor):
@@ -301,6 +133,7 @@ class DockerExecutor(Executor):
                 raise SandboxError("the Docker executor is closed")
             if self._started:
                 return
+            self._sweep_orphans()
             workers = [_Worker(self) for _ in range(self.workers)]
             self._all.extend(workers)
             with ThreadPoolExecutor(len(workers)) as pool:
@@ -312,6 +145,24 @@ class DockerExecutor(Executor):
             for w in workers:
                 self._idle.put(w)
             self._started = True
+
+    def _sweep_orphans(self) -> None:
+        """Remove our containers left by a dead process of this host: a container whose start failed while
+        the engine was unreachable stays "created" (auto-remove never fires), and each run would add more."""
+        host = socket.gethostname()
+        try:
+            leftovers = self.client.containers.list(all=True, filters={"label": LABEL})
+        except Exception:
+            return  # best effort: the engine's own errors surface when the workers start
+        for container in leftovers:
+            owner_host, _, rest = (container.labels.get("agentbench.owner") or "").partition(":")
+            pid = rest.partition(":")[0]
+            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                continue
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass  # being removed by its own auto-remove, or gone
 
     def _check_usable(self) -> None:
         if self._broken is not None:
@@ -479,3 +330,13 @@ class DockerExecutor(Executor):
 def _close_all() -> None:
     for executor in list(_live):
         executor.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

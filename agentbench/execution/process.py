@@ -29,18 +29,17 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SandboxError
 from . import base, harness
 from .base import INFRA, JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job, ProgressCallback
+from .isolation import Isolation, _candidates, _death_signal, _homes, _ns_prefix
 
 __all__ = ["ProcessExecutor", "Isolation", "probe_isolation", "parse_results"]
 
@@ -56,93 +55,9 @@ JOB_HOME = "/home/sandbox"  # the job's own tmpfs, inside the tmpfs that hides /
 parse_results = harness.parse_results  # kept for callers of the old module
 
 
-@dataclass(frozen=True)
-class Isolation:
-    """How jobs are contained on this machine."""
-
-    namespaces: bool
-    drop_uid: bool
-    python: str
-
-    def describe(self) -> str:
-        parts = []
-        if self.namespaces:
-            parts.append(
-                "namespaces (no network, host files read-only, private /tmp and HOME, "
-                "host homes hidden, tree killed)"
-            )
-        else:
-            parts.append(
-                "no namespaces (unshare unavailable): jobs can use the network and read every file the "
-                "user can, HOME included"
-            )
-        if self.drop_uid:
-            parts.append("unprivileged uid per worker")
-        return ", ".join(parts)
-
-
 _slot_numbers = itertools.count(1)  # slot 0 is for probing
 _probe_lock = threading.Lock()
 _probed: dict[int, Isolation] = {}
-
-
-def _world_executable(path: str) -> bool:
-    p = Path(path)
-    try:
-        return all(os.stat(d).st_mode & 0o001 for d in p.parents) and bool(
-            os.stat(p).st_mode & 0o005 == 0o005
-        )
-    except OSError:
-        return False
-
-
-def _ns_prefix(root: bool) -> list[str]:
-    user = [] if root else ["--user", "--map-root-user"]
-    return ["unshare", *user, "--mount", "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"]
-
-
-_death: list = []
-
-
-def _death_signal() -> tuple[list[str], Callable[[], None] | None]:
-    """How the first process of a job gets SIGKILL when the thread that started it dies: a ``setpriv
-    --pdeathsig KILL`` prefix, or (without a setpriv that knows it) a prctl between fork and exec."""
-    if not _death:
-        setpriv = shutil.which("setpriv")
-        try:
-            ok = (
-                setpriv is not None
-                and subprocess.run(
-                    [setpriv, "--pdeathsig", "KILL", "true"], capture_output=True, timeout=30
-                ).returncode
-                == 0
-            )
-        except (OSError, subprocess.SubprocessError):
-            ok = False
-        if ok:
-            _death[:] = [[setpriv, "--pdeathsig", "KILL"], None]
-        else:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up now: the child only calls it
-
-            def preexec() -> None:
-                prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-            _death[:] = [[], preexec]
-    return _death[0], _death[1]
-
-
-def _homes() -> list[str]:
-    """The invoking user's home directories (``$HOME`` and the password database's), to hide from jobs."""
-    homes = [os.environ.get("HOME", "")]
-    try:
-        import pwd
-
-        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
-    except (ImportError, KeyError):
-        pass
-    return [h for h in homes if h.startswith("/")]
 
 
 class _Cancel:
@@ -170,20 +85,6 @@ class _Cancel:
             live = list(self._live.items())
         for pid, uid in live:
             _kill_tree(pid, uid)
-
-
-def _candidates() -> list[Isolation]:
-    root = os.geteuid() == 0
-    own = os.path.realpath(sys.executable)
-    shared = [p for p in (own, "/usr/bin/python3", "/usr/local/bin/python3") if _world_executable(p)]
-    shared = [os.path.realpath(p) for p in shared[:1]]
-    have_unshare = shutil.which("unshare") is not None
-    out = []
-    for ns in ([True] if have_unshare else []) + [False]:
-        if root:
-            out += [Isolation(ns, True, p) for p in shared]
-        out.append(Isolation(ns, False, own))
-    return out
 
 
 def probe_isolation() -> Isolation:
@@ -216,26 +117,7 @@ class _Runner:
         """One attempt at ``job``; a starved attempt comes back with ``extra["starved"]`` set."""
         iso, uid = self.iso, UID_BASE + slot % MAX_UID_SLOTS
         nonce = os.urandom(12).hex()
-        nproc = NPROC_LIMIT if iso.drop_uid else None
-        opts: dict = {"limits": harness.job_limits(job.timeout, self.memory_mb, nproc)}
-        workdir = None if iso.namespaces else tempfile.mkdtemp(prefix="agentbench-job-")
-        home = (JOB_HOME if os.path.isdir("/home") else "/tmp") if iso.namespaces else workdir
-        env = {
-            "PATH": SAFE_PATH,
-            "LANG": "C.UTF-8",
-            "HOME": home,
-            "TMPDIR": "/tmp" if iso.namespaces else home,
-        }
-        spawn: dict = {}
-        if iso.namespaces:
-            opts.update(tmpfs=TMPFS_SIZE, hide=_homes(), init=True)
-            if home != "/tmp":
-                opts["home"] = home
-            if iso.drop_uid:
-                opts.update(uid=uid, gid=uid)
-        elif iso.drop_uid:
-            os.chown(workdir, uid, uid)
-            spawn = {"user": uid, "group": uid, "extra_groups": []}
+        opts, env, spawn, workdir = self._launch(job, uid)
         death, preexec = _death_signal()
         prefix = _ns_prefix(os.geteuid() == 0) if iso.namespaces else []
         pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, results, the job's wait status
@@ -294,6 +176,46 @@ class _Runner:
             _rmtree(workdir)
         if cancel is not None and cancel.event.is_set():
             return ExecResult([INFRA] * len(job.tests), infra_error="cancelled: the executor was closed")
+        return self._result(job, capture, status, timed_out, cpu, duration, nonce)
+
+    def _launch(self, job: Job, uid: int) -> tuple[dict, dict[str, str], dict, str | None]:
+        """The harness options, environment, spawn arguments and working directory (None with namespaces)
+        for one job under this isolation."""
+        iso = self.iso
+        nproc = NPROC_LIMIT if iso.drop_uid else None
+        opts: dict = {"limits": harness.job_limits(job.timeout, self.memory_mb, nproc)}
+        workdir = None if iso.namespaces else tempfile.mkdtemp(prefix="agentbench-job-")
+        home = (JOB_HOME if os.path.isdir("/home") else "/tmp") if iso.namespaces else workdir
+        env = {
+            "PATH": SAFE_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": home,
+            "TMPDIR": "/tmp" if iso.namespaces else home,
+        }
+        spawn: dict = {}
+        if iso.namespaces:
+            opts.update(tmpfs=TMPFS_SIZE, hide=_homes(), init=True)
+            if home != "/tmp":
+                opts["home"] = home
+            if iso.drop_uid:
+                opts.update(uid=uid, gid=uid)
+        elif iso.drop_uid:
+            os.chown(workdir, uid, uid)
+            spawn = {"user": uid, "group": uid, "extra_groups": []}
+        return opts, env, spawn, workdir
+
+    def _result(
+        self,
+        job: Job,
+        capture: harness.Capture,
+        status: int,
+        timed_out: bool | str,
+        cpu: float | None,
+        duration: float,
+        nonce: str,
+    ) -> ExecResult:
+        """The verdicts of a finished job from what its harness and init reported."""
+        iso = self.iso
         if timed_out == harness.STARVED:
             return ExecResult(
                 [INFRA] * len(job.tests),

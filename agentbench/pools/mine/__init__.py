@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from ...errors import ConfigError, PoolError
+from ..build import SourceTask
 from ..models import Pool
 from .assemble import make_task
 from .classify import Candidate
@@ -219,6 +220,35 @@ def mine_pool(
     sandbox_began = time.perf_counter()
 
     verify_asserts(usable, run, timeout)
+    tasks = _verified_tasks(usable, max_asserts, min_asserts)
+    if not tasks:
+        failing = sum(c.status == "fails_in_sandbox" for c in report.candidates)
+        raise PoolError(
+            f"{report.source}: no function kept {min_asserts} asserts that pass in the sandbox ({len(usable)} "
+            f"functions tried, {failing} asserts failed there); nothing was written"
+        )
+    pool, build, extra = build_mined_pool(
+        tasks,
+        report.plans,
+        _other_functions(report, {t.id for t in tasks}),
+        run,
+        distractors=distractors,
+        seed=seed,
+        name=name,
+        timeout=timeout,
+    )
+    _mark_flaky(report, tasks, {str(q.entry_id) for q in pool.queries})
+    report.build, report.others, report.pool = build, extra, pool
+    report.timings["sandbox_s"] = time.perf_counter() - sandbox_began
+    if not pool.queries:
+        raise PoolError(
+            f"{report.source}: every task failed when the builder verified it again; nothing was written"
+        )
+    return pool, report
+
+
+def _verified_tasks(usable: list[Plan], max_asserts: int, min_asserts: int) -> list[SourceTask]:
+    """A task for each function that kept ``min_asserts`` asserts passing alone in the sandbox."""
     tasks = []
     for plan in usable:
         pick_asserts(plan, max_asserts)
@@ -230,14 +260,12 @@ def mine_pool(
                 c.skip("too_few_asserts", plan.detail)
             continue
         tasks.append(make_task(plan.fn, plan.code, [c.text or "" for c in kept], plan.setup()))
-    if not tasks:
-        failing = sum(c.status == "fails_in_sandbox" for c in report.candidates)
-        raise PoolError(
-            f"{report.source}: no function kept {min_asserts} asserts that pass in the sandbox ({len(usable)} "
-            f"functions tried, {failing} asserts failed there); nothing was written"
-        )
+    return tasks
+
+
+def _other_functions(report: MineReport, task_keys: set[str | None]) -> list[tuple[Function, str]]:
+    """Every function that is not a task, with its own source, for the corpus's "other" snippets."""
     others: list[tuple[Function, str]] = []
-    task_keys = {t.id for t in tasks}
     for key, plan in report.plans.items():
         if key in task_keys:
             continue
@@ -245,19 +273,13 @@ def mine_pool(
             others.append((plan.fn, function_source(plan.fn)))
         except Unassemblable:
             continue
-    pool, build, extra = build_mined_pool(
-        tasks,
-        report.plans,
-        others,
-        run,
-        distractors=distractors,
-        seed=seed,
-        name=name,
-        timeout=timeout,
-    )
-    out_keys = {str(q.entry_id) for q in pool.queries}
+    return others
+
+
+def _mark_flaky(report: MineReport, tasks: list[SourceTask], built: set[str]) -> None:
+    """Tasks the builder dropped: their canonical failed when it ran again."""
     for t in tasks:
-        if t.id not in out_keys:
+        if t.id not in built:
             plan = report.plans[t.id or ""]
             plan.status, plan.detail = (
                 "flaky_in_sandbox",
@@ -265,13 +287,6 @@ def mine_pool(
             )
             for c in plan.kept:
                 c.skip("flaky_in_sandbox", plan.detail)
-    report.build, report.others, report.pool = build, extra, pool
-    report.timings["sandbox_s"] = time.perf_counter() - sandbox_began
-    if not pool.queries:
-        raise PoolError(
-            f"{report.source}: every task failed when the builder verified it again; nothing was written"
-        )
-    return pool, report
 
 
 def mine_source(

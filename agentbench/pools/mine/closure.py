@@ -15,7 +15,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from .discover import STDLIB, Binding, Function, Module, ProjectIndex, free_names, statement_lines
+from .discover import STDLIB, Binding, Function, Module, ProjectIndex, statement_lines
+from .symbols import free_names
 
 __all__ = ["Assembled", "Unassemblable", "assemble", "MAX_CODE_LINES", "function_source"]
 

@@ -10,7 +10,6 @@ of the same name in its task, see :mod:`.closure`).
 from __future__ import annotations
 
 import ast
-import symtable
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +24,6 @@ __all__ = [
     "ProjectIndex",
     "Ref",
     "STDLIB",
-    "free_names",
     "statement_lines",
 ]
 
@@ -380,24 +378,3 @@ class ProjectIndex:
                             qual = f"{name}.{item.name}"
                             out[f"{mod.name}.{qual}"] = Function(mod, qual, item, node, kinds[0])
         return dict(sorted(out.items(), key=lambda kv: (kv[1].module.rel, kv[1].node.lineno, kv[0])))
-
-
-def free_names(source: str) -> set[str]:
-    """Names a self-contained statement's code looks up outside itself (module globals or builtins), from
-    the symbol table of its source (nothing is run): names its top level reads and the globals of every
-    function or class inside it."""
-    try:
-        top = symtable.symtable(source, "<mined>", "exec")
-    except (SyntaxError, ValueError):
-        return set()
-    names = {s.get_name() for s in top.get_symbols() if s.is_referenced()}
-
-    def walk(table: symtable.SymbolTable) -> None:
-        for child in table.get_children():
-            for s in child.get_symbols():
-                if s.is_global() and (s.is_referenced() or s.is_assigned()):
-                    names.add(s.get_name())
-            walk(child)
-
-    walk(top)
-    return names

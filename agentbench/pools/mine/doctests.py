@@ -94,45 +94,51 @@ def read_doctests(index: ProjectIndex, functions: dict[str, Function], module: M
                 if any(isinstance(n, ast.Call) for s in stmts for n in ast.walk(s)):
                     out.append(cand.skip("local_state", "the example is a statement, not an expression"))
                 continue
-            expr = stmts[0].value
-            if ex.exc_msg is not None:
-                exc_name = ex.exc_msg.split(":", 1)[0].strip()
-                exc_node = _expression(exc_name)
-                if exc_node is None:
-                    out.append(cand.skip("doctest_output", f"cannot read the exception {exc_name!r}"))
-                    continue
-                out.append(
-                    classify(cand, index, scope, functions, raises=(exc_node, loc.substitute(expr), None))
-                )
-                continue
-            if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "print":
-                out.append(cand.skip("doctest_output", "the example prints its result"))
-                loc.invalidate(stmts[0], "a doctest call")
-                continue
-            want = ex.want.strip()
-            if not want:
-                out.append(classify(cand, index, scope, functions, expr=_is_none(loc.substitute(expr))))
-                loc.invalidate(stmts[0], "a doctest call")
-                continue
-            if ex.options.get(doctest.ELLIPSIS) or "..." in want:
-                out.append(cand.skip("doctest_output", "the expected output elides part of the value"))
-                continue
-            want_node = _expression(
-                " ".join(want.split()) if ex.options.get(doctest.NORMALIZE_WHITESPACE) else want
-            )
-            if want_node is None:
-                out.append(
-                    cand.skip("doctest_output", f"the expected output is not a Python value ({want[:40]!r})")
-                )
-                continue
-            sub = loc.substitute(expr)
-            if isinstance(sub, ast.expr):
-                compare: ast.expr = ast.Compare(left=sub, ops=[ast.Eq()], comparators=[want_node])
-                out.append(classify(cand, index, scope, functions, expr=compare))
-            else:
-                out.append(classify(cand, index, scope, functions, expr=sub))
-            loc.invalidate(stmts[0], "a doctest call")
+            found = _expression_example(ex, stmts[0], cand, index, scope, functions, loc)
+            if found is not None:
+                out.append(found)
     return out
+
+
+def _expression_example(
+    ex: doctest.Example,
+    stmt: ast.Expr,
+    cand: Candidate,
+    index: ProjectIndex,
+    scope: Scope,
+    functions: dict[str, Function],
+    loc: Locals,
+) -> Candidate | None:
+    """The candidate of a doctest example that is one expression: compared with its output, or expected to
+    raise the exception its traceback names."""
+    expr = stmt.value
+    if ex.exc_msg is not None:
+        exc_name = ex.exc_msg.split(":", 1)[0].strip()
+        exc_node = _expression(exc_name)
+        if exc_node is None:
+            return cand.skip("doctest_output", f"cannot read the exception {exc_name!r}")
+        return classify(cand, index, scope, functions, raises=(exc_node, loc.substitute(expr), None))
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "print":
+        loc.invalidate(stmt, "a doctest call")
+        return cand.skip("doctest_output", "the example prints its result")
+    want = ex.want.strip()
+    if not want:
+        found = classify(cand, index, scope, functions, expr=_is_none(loc.substitute(expr)))
+        loc.invalidate(stmt, "a doctest call")
+        return found
+    if ex.options.get(doctest.ELLIPSIS) or "..." in want:
+        return cand.skip("doctest_output", "the expected output elides part of the value")
+    want_node = _expression(" ".join(want.split()) if ex.options.get(doctest.NORMALIZE_WHITESPACE) else want)
+    if want_node is None:
+        return cand.skip("doctest_output", f"the expected output is not a Python value ({want[:40]!r})")
+    sub = loc.substitute(expr)
+    if isinstance(sub, ast.expr):
+        compare: ast.expr = ast.Compare(left=sub, ops=[ast.Eq()], comparators=[want_node])
+        found = classify(cand, index, scope, functions, expr=compare)
+    else:
+        found = classify(cand, index, scope, functions, expr=sub)
+    loc.invalidate(stmt, "a doctest call")
+    return found
 
 
 def _is_none(expr):

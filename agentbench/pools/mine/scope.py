@@ -15,7 +15,8 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from .discover import STDLIB, Module, ProjectIndex, Ref, free_names, statement_lines
+from .discover import STDLIB, Module, ProjectIndex, Ref, statement_lines
+from .symbols import free_names
 
 __all__ = ["Res", "Scope", "Locals", "SetupItem", "Poison", "RAISES_HELPER", "bound_inside"]
 

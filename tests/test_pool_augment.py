@@ -9,13 +9,14 @@ must still load and run.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from agentbench.execution import ExecCache, Job, make_executor, run_cached
 from agentbench.pools import build_pool, load_pool, read_sources, write_pool
-from agentbench.pools.augment import AUGMENT_REPORT, augment_pool, parse_seeds
+from agentbench.pools.augment import AUGMENT_REPORT, augment_pool, generate_inputs, parse_seeds
 
 from .conftest import run_cli
 
@@ -93,6 +94,14 @@ def env(tmp_path_factory: pytest.TempPathFactory):
     }
     cache.close()
     mp.undo()
+
+
+def test_generated_values_stay_in_the_seeds_domain() -> None:
+    seeds = parse_seeds(["assert f('ab', 3) == 1", "assert f('ba c', 0) == 2"], "f")
+    strict = generate_inputs(seeds, random.Random(0), 300)
+    assert strict and all(set(a[0]) <= set("abc ") and a[1] >= 0 for _, a, _ in strict)
+    loose = generate_inputs(seeds, random.Random(0), 300, strict=False)
+    assert any(a[1] < 0 for _, a, _ in loose) and any(not set(a[0]) <= set("abc ") for _, a, _ in loose)
 
 
 def test_seeds_read_the_assert_shapes() -> None:

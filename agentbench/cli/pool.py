@@ -203,6 +203,14 @@ def augment_cmd(
     timeout: Annotated[
         float, typer.Option(min=0.1, help="CPU seconds per canonical job (as in pool build).")
     ] = 10.0,
+    loose: Annotated[
+        bool,
+        typer.Option(
+            "--loose-inputs",
+            help="Also generate values outside what the original asserts pass (negative numbers where "
+            "all are non-negative, characters no example string has); by default they are not generated.",
+        ),
+    ] = False,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
     ray: RayOpt = None,
@@ -221,6 +229,7 @@ def augment_cmd(
             inputs=inputs,
             max_added=max_added,
             timeout=timeout,
+            strict=not loose,
         )
     _write(augmented.model_copy(update={"name": out.name}), out)
     _write_augment_report(report, out)

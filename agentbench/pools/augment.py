@@ -294,20 +294,83 @@ def _variants(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
     return []
 
 
+@dataclass(frozen=True)
+class _Domain:
+    """What the original asserts pass in one argument position: generated values stay inside it, so
+    that a new assert does not test behaviour the spec leaves open (``is_prime(-7)`` when every example
+    is positive, ``"ABC"`` when every example string is lower case)."""
+
+    non_negative: bool
+    chars: frozenset[str] | None  # None: no strings seen
+
+    @classmethod
+    def of(cls, values: list[Any]) -> _Domain:
+        numbers: list[float] = []
+        chars: set[str] = set()
+        seen_str = False
+        for v in values:
+            for leaf in _leaves(v):
+                if isinstance(leaf, bool):
+                    continue
+                if isinstance(leaf, int | float):
+                    numbers.append(leaf)
+                elif isinstance(leaf, str):
+                    seen_str = True
+                    chars.update(leaf)
+        return cls(bool(numbers) and min(numbers) >= 0, frozenset(chars) if seen_str else None)
+
+    def admits(self, value: Any) -> bool:
+        for leaf in _leaves(value):
+            if isinstance(leaf, bool):
+                continue
+            if self.non_negative and isinstance(leaf, int | float) and leaf < 0:
+                return False
+            if self.chars is not None and isinstance(leaf, str) and not set(leaf) <= self.chars:
+                return False
+        return True
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in (*_leaves(k), *_leaves(v))]
+    return [value]
+
+
+def _domains(seeds: list[Seed]) -> dict[int | str, _Domain]:
+    """Per argument position (index, or keyword name), the domain of the seeds' values there."""
+    values: dict[int | str, list[Any]] = {}
+    for s in seeds:
+        for i, a in enumerate(s.args):
+            values.setdefault(i, []).append(a)
+        for name, v in s.kwargs:
+            values.setdefault(name, []).append(v)
+    return {key: _Domain.of(vs) for key, vs in values.items()}
+
+
 def _type_shape(value: Any) -> str:
     return type(value).__name__
 
 
-def generate_inputs(seeds: list[Seed], rng: random.Random, n: int) -> list[tuple[int, tuple, tuple]]:
+def generate_inputs(
+    seeds: list[Seed], rng: random.Random, n: int, strict: bool = True
+) -> list[tuple[int, tuple, tuple]]:
     """Up to ``n`` new (seed index, args, kwargs) triples, no two giving the same call, none an original.
+    ``strict``: only values inside the seeds' domain of each argument (:class:`_Domain`).
 
     First every single-argument change of every seed (in a seeded order), then random changes of one or
     two arguments mixed with recombinations of arguments of different seeds with the same type."""
     seen = {s.call(s.args, s.kwargs) for s in seeds}
     out: list[tuple[int, tuple, tuple]] = []
+    domains = _domains(seeds) if strict else {}
+
+    def inside(args: tuple, kwargs: tuple) -> bool:
+        keyed = [*enumerate(args), *kwargs]
+        return all(_representable(v) and (k not in domains or domains[k].admits(v)) for k, v in keyed)
 
     def add(i: int, args: tuple, kwargs: tuple) -> None:
-        if len(out) >= n or not all(_representable(a) for a in (*args, *(v for _, v in kwargs))):
+        if len(out) >= n or not inside(args, kwargs):
             return
         text = seeds[i].call(args, kwargs)
         if text in seen or len(text) > MAX_CALL:
@@ -707,12 +770,15 @@ def augment_pool(
     inputs: int = DEFAULT_INPUTS,
     max_added: int = DEFAULT_MAX_ADDED,
     timeout: float = 10.0,
+    strict: bool = True,
 ) -> tuple[Pool, AugmentReport]:
     """``pool`` with each query's ``augmented_tests`` set (replaced if it had some), and the report.
 
     Two rounds of sandbox jobs for the whole pool: the canonicals on the generated inputs (twice, in
     separate processes) and the mutants on the original asserts; then the canonical (as a run executes
-    it) and the surviving mutants on the generated asserts. ``timeout`` bounds the canonical's job."""
+    it) and the surviving mutants on the generated asserts. ``timeout`` bounds the canonical's job;
+    ``strict=False`` also generates values outside the seeds' domain (negative numbers where every
+    example is non-negative, characters no example string has)."""
     report = AugmentReport(seed=seed, inputs_per_task=inputs)
     work: list[_Work] = []
     for q in pool.queries:
@@ -726,7 +792,7 @@ def augment_pool(
         meta = q.metadata if isinstance(q.metadata, dict) else {}
         rng = random.Random(f"augment:{seed}:{meta.get('seed', 0)}:{q.query_id}")
         if seeds:
-            w.inputs = generate_inputs(seeds, rng, inputs)
+            w.inputs = generate_inputs(seeds, rng, inputs, strict)
             w.exprs = [seeds[i].expression(a, k) for i, a, k in w.inputs]
         row.inputs = len(w.inputs)
         w.mutants = _sample_mutants(code, rng) if seeds else []

@@ -3,10 +3,10 @@
     import agentbench
 
     result = agentbench.evaluate(pool="core", retriever=my_retriever, agent=my_agent, limit=10)
-    result.summary["conditions"]["rag"]["pass_rate"], result.run_dir
+    result.summary.conditions["rag"].pass_rate, result.run_dir
 
     scores = agentbench.retrieve(pool="core", retriever=my_retriever, limit=50, rerank="exec-visible")
-    scores["metrics"]["exec@1"]
+    scores.metrics["exec@1"], scores.rerank.metrics["exec@1"]
 
     matrix = agentbench.evaluate_matrix(pool="core", llms=["gpt-4o-mini", "local/qwen2.5-coder-0.5b"],
                                         embedders=["minilm", "bm25"], limit=20, run_dir="runs/m")

@@ -1,8 +1,9 @@
 """Base class of the records that cross stage boundaries and are written as JSON files.
 
-Results and summaries are pydantic models (typed attribute access, validation when read, a JSON Schema
-for CI consumers), written in exactly the JSON shape of agentbench 0.1. Scripts written against 0.1 read
-them as dicts (``result["metrics"]["exec@1"]``), so item access, ``get`` and ``in`` keep working.
+Results and summaries are pydantic models: typed attribute access (``result.metrics["exec@1"]``,
+``summary.conditions["rag"].pass_rate``), validation when read, and a JSON Schema for CI consumers. They
+are written in exactly the JSON shape agentbench has always written; :meth:`Record.to_json_dict` gives that
+form for code that wants plain dicts.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ __all__ = ["Record"]
 class Record(BaseModel):
     """A JSON record: typed fields, unknown fields kept (files from a newer agentbench still load)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
+    """Unknown fields are kept; the docstring under each field is its description in ``docs/schema``."""
 
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset()
-    """Fields that are absent from the JSON (not null) when None, as optional sections were in 0.1."""
+    """Fields that are absent from the JSON (not null) when None: optional sections, and fields only some
+    writers have."""
 
     @model_serializer(mode="wrap")
     def _omit(self, handler: Any) -> Any:
@@ -47,39 +50,3 @@ class Record(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The record as written to disk."""
         return self.model_dump(by_alias=True)
-
-    # ------------------------------------------------------------------ dict-style reading (0.1 scripts)
-
-    def _key(self, key: str) -> str:
-        for name, field in type(self).model_fields.items():
-            if field.alias == key:
-                return name
-        return key
-
-    def __getitem__(self, key: str) -> Any:
-        name = self._key(key)
-        if name in type(self).model_fields or name in (self.__pydantic_extra__ or {}):
-            value = getattr(self, name)
-            if value is None and name in self.OMIT_IF_NONE:
-                raise KeyError(key)
-            return value
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key, ...) is not ...
-
-    def keys(self) -> list[str]:
-        return list(self.to_json_dict())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):  # a record read back from its JSON equals the record
-            return self.to_json_dict() == other
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment] - mutable, like the dicts it replaces

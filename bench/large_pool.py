@@ -98,21 +98,21 @@ def phase(args: argparse.Namespace) -> None:
         result = evaluate_retrieval(
             pool, embedder, executor, settings, exec_cache=exec_cache, embed_cache=embed_cache, progress=True
         )
-    timing = result["run_info"]["timing"]
+    timing = result.run_info.timing
     out = {
         "imports_s": imports,
         "pool_load_s": load_s,
-        "index_s": timing["index_s"],
-        "encode_s": timing["encode_s"],
-        "model_load_s": timing["load_s"],
-        "search_s": timing["search_s"],
-        "query_ms": 1000 * timing["search_s"] / result["n_queries"],
-        "execute_s": timing["execute_s"],
-        "store": result["run_info"]["store"],
-        "n_queries": result["n_queries"],
-        "n_corpus": result["n_corpus"],
-        "exec@1": result["metrics"]["exec@1"],
-        "exec@10": result["metrics"]["exec@10"],
+        "index_s": timing.index_s,
+        "encode_s": timing.encode_s,
+        "model_load_s": timing.load_s,
+        "search_s": timing.search_s,
+        "query_ms": 1000 * timing.search_s / result.n_queries,
+        "execute_s": timing.execute_s,
+        "store": result.run_info.store,
+        "n_queries": result.n_queries,
+        "n_corpus": result.n_corpus,
+        "exec@1": result.metrics["exec@1"],
+        "exec@10": result.metrics["exec@10"],
         "rss_after_imports_mb": rss_imports,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

@@ -67,17 +67,17 @@ def phase(args: argparse.Namespace) -> None:
             progress=False,
         )
         total = time.perf_counter() - start
-    timing = result["run_info"]["timing"]
+    timing = result.run_info.timing
     out = {
         "imports_s": imports,
         "total_s": total,
-        "encode_s": timing["encode_s"] - timing["load_s"],
-        "load_s": timing["load_s"],
-        "execute_s": timing["execute_s"],
-        "store": result["run_info"]["store"],
-        "n_queries": result["n_queries"],
-        "n_corpus": result["n_corpus"],
-        "exec@1": result["metrics"]["exec@1"],
+        "encode_s": timing.encode_s - timing.load_s,
+        "load_s": timing.load_s,
+        "execute_s": timing.execute_s,
+        "store": result.run_info.store,
+        "n_queries": result.n_queries,
+        "n_corpus": result.n_corpus,
+        "exec@1": result.metrics["exec@1"],
     }
     print(json.dumps(out), flush=True)
 

@@ -176,15 +176,15 @@ def harness_share(limit: int, sandbox: str, max_tokens: int, root: Path) -> floa
 
     llm = union_seconds(generation.intervals)
     client_view = union_seconds(calls)
-    stats = result.summary["llm"]
+    stats = result.summary.llm
     share = (wall - llm) / wall
     print(
         f"run: {len(result.records)} records ({limit} queries x {len(config.conditions)} conditions), "
-        f"{stats['calls']} LLM calls + {stats['cache_hits']} cache hits, "
-        f"{stats['prompt_tokens']} prompt + {stats['completion_tokens']} completion tokens"
+        f"{stats.calls} LLM calls + {stats.cache_hits} cache hits, "
+        f"{stats.prompt_tokens} prompt + {stats.completion_tokens} completion tokens"
     )
-    passes = {c: v["pass_rate"] for c, v in result.summary["conditions"].items()}
-    print(f"pass rates: {passes}; retrieval exec@1 {result.summary['retrieval']['metrics']['exec@1']}")
+    passes = {c: v.pass_rate for c, v in result.summary.conditions.items()}
+    print(f"pass rates: {passes}; retrieval exec@1 {result.summary.retrieval.metrics['exec@1']}")
     print(f"wall time of evaluate():             {wall:8.1f} s")
     print(f"llama.cpp generating (union):        {llm:8.1f} s  ({len(generation.intervals)} generations)")
     print(

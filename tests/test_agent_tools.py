@@ -122,9 +122,9 @@ def test_agent_conditions_with_native_tool_calls(tmp_path: Path, pool: Path) -> 
     assert len(tooled) == 8
     for rec in tooled:
         stats = rec.tool_stats
-        assert stats["protocol"] == "native" and stats["submitted"] and stats["budget_exhausted"] is None
-        assert stats["tool_calls"] == stats["valid_tool_calls"] == 3 and stats["turns"] == 3
-        assert stats["searches"] == 1 and stats["test_runs"] == 1
+        assert stats.protocol == "native" and stats.submitted and stats.budget_exhausted is None
+        assert stats.tool_calls == stats.valid_tool_calls == 3 and stats.turns == 3
+        assert stats.searches == 1 and stats.test_runs == 1
         kinds = [s["type"] for s in rec.trajectory]
         assert kinds == ["assistant", "tool", "assistant", "tool", "assistant", "tool"]
         assert (
@@ -148,11 +148,11 @@ def test_agent_conditions_with_native_tool_calls(tmp_path: Path, pool: Path) -> 
     assert all(len(r.results) == len(held_out[r.query_id]) for r in tooled)
     for rec in tooled:  # the split is recorded: which asserts run_tests showed
         split = split_tests(queries[rec.query_id].test_suite, VisibleTests.parse("0.5"), 0, rec.query_id)
-        assert rec.tool_stats["visible_tests"] == list(split.visible_idx)
+        assert rec.tool_stats.visible_tests == list(split.visible_idx)
     visible_run = next(s for s in tooled[0].trajectory if s["type"] == "tool")["result"]
     n_visible = len(load_pool(pool).queries[0].test_suite) - len(held_out[tooled[0].query_id])
     assert visible_run.startswith(tuple(f"{i}/{n_visible} visible" for i in range(n_visible + 1)))
-    assert summary["agent"]["agent_rag"]["tool_calls_per_task"] == 3.0
+    assert summary.agent["agent_rag"].tool_calls_per_task == 3.0
     # the trajectories are readable in the HTML report's per-query browser, and reported in the text
     from agentbench.analysis import load_sources, render_html, render_report
     from agentbench.analysis.compare import load_run
@@ -201,18 +201,18 @@ def test_budgets_are_enforced_and_the_last_code_is_scored(tmp_path: Path, pool: 
     never = Toolster(plan=("run_tests",))  # tests forever, never submits
     result = _run(tmp_path, pool, "turns", never, conditions=["agent_rag"], max_turns=2)
     for rec in result.records:
-        assert rec.tool_stats["turns"] == 2 and rec.tool_stats["budget_exhausted"] == "turns"
+        assert rec.tool_stats.turns == 2 and rec.tool_stats.budget_exhausted == "turns"
         assert rec.code and rec.status == "ok"  # scored on the code it last tested
     calls = Toolster(plan=("run_tests",))
     result = _run(tmp_path, pool, "calls", calls, conditions=["agent_rag"], max_tool_calls=1)
-    assert all(r.tool_stats["budget_exhausted"] == "tool_calls" for r in result.records)
-    assert result.summary["agent"]["agent_rag"]["budget_exhausted"] == 4
+    assert all(r.tool_stats.budget_exhausted == "tool_calls" for r in result.records)
+    assert result.summary.agent["agent_rag"].budget_exhausted == 4
 
 
 def test_a_malformed_call_is_shown_to_the_model_not_raised(tmp_path: Path, pool: Path) -> None:
     result = _run(tmp_path, pool, "garbage", Toolster(plan=("garbage", "submit")), conditions=["agent"])
     for rec in result.records:
-        assert rec.tool_stats["invalid_tool_calls"] >= 1
+        assert rec.tool_stats.invalid_tool_calls >= 1
         bad = next(s for s in rec.trajectory if s["type"] == "tool" and not s["valid"])
         assert bad["result"].startswith("error:")
 
@@ -229,7 +229,7 @@ def test_plugin_agents_get_the_tools(tmp_path: Path, pool: Path) -> None:
     )
     result = evaluate_config(config, show_progress=False)
     tooled = [r for r in result.records if r.condition == "agent_rag"]
-    assert all(r.tool_stats["test_runs"] >= 1 for r in tooled)
+    assert all(r.tool_stats.test_runs >= 1 for r in tooled)
     assert all(r.trajectory and r.trajectory[0]["name"] == "run_tests" for r in tooled)
     # the example keeps the first candidate that passes the visible tests: never worse than the context
     rag = {r.query_id: r.passed for r in result.records if r.condition == "rag"}

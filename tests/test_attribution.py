@@ -44,7 +44,7 @@ def records(table: dict = TABLE, conditions: tuple[str, ...] = CONDITIONS) -> li
 
 
 def test_counts_rates_and_mcnemar_by_hand() -> None:
-    a = attribution(records())
+    a = attribution(records()).to_json_dict()
     induced, rescues = a["retrieval_induced_failures"], a["retrieval_rescues"]
     assert (induced["n"], induced["count"], induced["rate"]) == (6, 1, 0.1667)
     assert (rescues["count"], rescues["rate"]) == (1, 0.1667)
@@ -64,7 +64,7 @@ def test_counts_rates_and_mcnemar_by_hand() -> None:
 
 
 def test_decomposition_sums_to_the_rag_pass_rate_and_the_counterfactual_by_hand() -> None:
-    dec = attribution(records())["decomposition"]
+    dec = attribution(records()).to_json_dict()["decomposition"]
     kinds = dec["by_top1_kind"]
     assert kinds["canonical"] == {"n": 3, "share": 0.5, "pass_rate": 0.6667, "contribution": 0.3333}
     assert kinds["own_distractor"] == {"n": 2, "share": 0.3333, "pass_rate": 0.0, "contribution": 0.0}
@@ -78,7 +78,7 @@ def test_decomposition_sums_to_the_rag_pass_rate_and_the_counterfactual_by_hand(
 
 
 def test_transitions_by_top1_kind() -> None:
-    assert attribution(records())["transitions"] == {
+    assert attribution(records()).transitions == {
         "pass→pass": {"canonical": 1},
         "pass→fail": {"canonical": 1, "own_distractor": 1},
         "fail→pass": {"canonical": 1},
@@ -91,7 +91,7 @@ def test_same_seed_same_intervals_other_seed_may_differ() -> None:
 
 
 def test_no_closed_book_gives_reasons_not_nan() -> None:
-    a = attribution(records(conditions=("rag", "oracle")))
+    a = attribution(records(conditions=("rag", "oracle"))).to_json_dict()
     for key in ("retrieval_induced_failures", "retrieval_rescues", "net_effect_of_retrieval"):
         assert a[key] == {"n": 0, "reason": "needs the closed_book condition in the run"}
     assert (
@@ -103,7 +103,7 @@ def test_no_closed_book_gives_reasons_not_nan() -> None:
 
 def test_all_queries_one_kind_and_no_gain_to_share() -> None:
     table = {q: (1, 1, 1, 0, "canonical", True) for q in ("a", "b", "c")}
-    a = attribution(records(table))
+    a = attribution(records(table)).to_json_dict()
     assert list(a["decomposition"]["by_top1_kind"]) == ["canonical"]
     assert a["retrieval_induced_failures"]["count"] == 0 and a["retrieval_induced_failures"]["ci95"] == [
         0.0,
@@ -114,7 +114,7 @@ def test_all_queries_one_kind_and_no_gain_to_share() -> None:
 
 
 def test_a_single_query() -> None:
-    a = attribution(records({"q": (1, 0, 1, 0, "own_distractor", False)}))
+    a = attribution(records({"q": (1, 0, 1, 0, "own_distractor", False)})).to_json_dict()
     assert a["retrieval_induced_failures"] | {"ci95": None} == {
         "n": 1, "count": 1, "rate": 1.0, "ci95": None, "p_value": 1.0
     }  # fmt: skip
@@ -125,7 +125,7 @@ def test_a_single_query() -> None:
 def test_llm_errors_leave_the_query_out_of_its_pairs() -> None:
     recs = records()
     recs[0] = recs[0].model_copy(update={"status": "llm_error"})  # q1 closed_book not scored
-    a = attribution(recs)
+    a = attribution(recs).to_json_dict()
     assert a["retrieval_induced_failures"]["n"] == 5 and a["retrieval_induced_failures"]["count"] == 0
     assert a["value_of_right_context"]["n"] == 5
 
@@ -171,16 +171,17 @@ def test_pipeline_run_attribution_matches_its_records(
     )
     expected_induced = sum(cb[q].passed and not rag[q].passed and rag[q].context_passes is False for q in rag)
     expected_rescues = sum(not cb[q].passed and rag[q].passed for q in rag)
-    a = result.summary["attribution"]
+    summary = result.summary.to_json_dict()
+    a = summary["attribution"]
     assert a["retrieval_induced_failures"]["count"] == expected_induced
     assert a["retrieval_rescues"]["count"] == expected_rescues
     oracle = a["value_of_right_context"]
     assert (oracle["baseline_rate"], oracle["other_rate"]) == (0.5, 1.0)  # copying the canonical passes
-    exec1 = result.summary["retrieval"]["metrics"]["exec@1"]
+    exec1 = summary["retrieval"]["metrics"]["exec@1"]
     dec = a["decomposition"]
     assert dec["rag_pass_rate"] == pytest.approx(exec1, abs=1e-4)
     assert dec["counterfactual"]["rag_pass_rate_if_exec@1_were_1"] == 1.0  # oracle always passes here
-    per_query = {row["query_id"]: row for row in result.summary["per_query"]}
+    per_query = {row["query_id"]: row for row in summary["per_query"]}
     assert set(per_query) == {q.query_id for q in queries}
     assert all(per_query[q]["outcomes"]["rag"] == rag[q].passed for q in rag)
     assert "what retrieval did" in (result.run_dir / "report.md").read_text()
@@ -257,5 +258,5 @@ def test_old_summaries_are_recomputed_with_attribution(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "summary.json").write_text(json.dumps({"schema_version": 1, "llm": {"calls": 7, "cache_hits": 2}}))
     summary = load_run(run).summary
-    assert summary["attribution"]["retrieval_induced_failures"]["count"] == 1
-    assert (summary["llm"]["calls"], summary["llm"]["cache_hits"]) == (7, 2)
+    assert summary.attribution.retrieval_induced_failures.count == 1
+    assert (summary.llm.calls, summary.llm.cache_hits) == (7, 2)

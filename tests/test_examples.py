@@ -39,7 +39,7 @@ def test_hybrid_retriever_with_simple_agent(tmp_path: Path) -> None:
         run_dir=tmp_path / "run",
         store_dir=tmp_path / "stores",
     )
-    s = result.summary
+    s = result.summary.to_json_dict()
     assert s["run"]["retriever"] == "examples.hybrid:retriever"
     assert s["run"]["agent"] == "examples.simple_agent:agent"
     assert s["retrieval"]["errors"] == 0
@@ -57,17 +57,17 @@ def test_hybrid_retriever_scores(tmp_path: Path) -> None:
     res = agentbench.retrieve(
         pool="core", retriever="examples.hybrid:retriever", limit=10, store_dir=tmp_path / "stores"
     )
-    assert res["errors"] == [] and res["n_queries"] == 10 and res["model"] == "examples.hybrid:retriever"
-    m = res["metrics"]
+    assert res.errors == [] and res.n_queries == 10 and res.model == "examples.hybrid:retriever"
+    m = res.metrics
     assert m["exec@1"] <= m["exec@3"] <= m["exec@5"] <= m["exec@10"]
     assert m["exec@10"] >= 0.7  # 0.8 on the first 10 queries; a little slack across machines
     with_canonical = sum(
-        any(t["corpus_id"] in q["correct_corpus_ids"] for t in q["top_results"]) for q in res["per_query"]
+        any(t.corpus_id in q.correct_corpus_ids for t in q.top_results) for q in res.per_query
     )
     assert with_canonical >= 7
-    assert all(len(q["top_results"]) == 10 for q in res["per_query"])
+    assert all(len(q.top_results) == 10 for q in res.per_query)
     # RRF scores: positive and non-increasing down the ranking
-    sims = [t["similarity"] for t in res["per_query"][0]["top_results"]]
+    sims = [t.similarity for t in res.per_query[0].top_results]
     assert all(s > 0 for s in sims) and sims == sorted(sims, reverse=True)
 
 
@@ -147,5 +147,5 @@ def test_api_lcel_agent_object(tmp_path: Path, local_model: None) -> None:
     )
     assert len(result.records) == 1
     _check_lcel_records([r.model_dump() for r in result.records])
-    assert result.summary["run"]["agent"].endswith(":RunnableSequence")
-    assert result.summary["conditions"]["oracle"]["agent_errors"] == 0
+    assert result.summary.run.agent.endswith(":RunnableSequence")
+    assert result.summary.conditions["oracle"].agent_errors == 0

@@ -227,7 +227,7 @@ def test_combinations_share_retrieval_embeddings_and_executions(matrix) -> None:
     assert counts["jobs"] and len(counts["jobs"]) == len(set(counts["jobs"]))
     # same records as an ordinary run with the same settings (whose executions were all cache hits)
     assert _stable(_records(tmp / "m" / "picky-b__bm25")) == _stable(_records(tmp / "single"))
-    assert single.summary["llm"]["calls"] == 0
+    assert single.summary.llm.calls == 0
 
 
 def test_cli_matrix_resume_of_a_complete_matrix_runs_nothing_and_takes_a_new_baseline(matrix) -> None:
@@ -537,7 +537,7 @@ def test_local_model_with_two_embedders(
         run_dir=tmp_path / "m",
         **{**_settings(tmp_path), "sandbox": local_sandbox()},
     )
-    first, second = (r.summary["llm"] for r in result.runs)
+    first, second = (r.summary.llm.to_json_dict() for r in result.runs)
     assert first["calls"] + first["cache_hits"] == 6 and first["errors"] == 0
     assert second["cache_hits"] >= 4 and second["calls"] <= 2  # only rag prompts can be new
     rags = [{r.query_id: r.context_ids for r in run.records if r.condition == "rag"} for run in result.runs]

@@ -162,6 +162,6 @@ def test_pinned_files_validate_against_the_models(outputs: Path) -> None:
         retrieval = json.loads((outputs / run / "retrieval.json").read_text())
         assert RunSummary.model_validate(summary).to_json_dict() == summary
         assert RetrievalResult.model_validate(retrieval).to_json_dict() == retrieval
-    assert ("rerank" in RetrievalResult.model_validate(retrieval)) and "rerank" not in json.loads(
+    assert (RetrievalResult.model_validate(retrieval).rerank is not None) and "rerank" not in json.loads(
         (outputs / "plain" / "retrieval.json").read_text()
     )

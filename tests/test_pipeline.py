@@ -124,14 +124,14 @@ def test_rerun_of_same_config_makes_zero_llm_calls(tmp_path: Path) -> None:
     again = evaluate(_config(tmp_path, "second"), client=client2, show_progress=False)
     assert 0 < first_calls <= 24
     assert handler2.calls == 0
-    assert again.summary["llm"]["calls"] == 0 and again.summary["llm"]["cache_hits"] == 24
+    assert again.summary.llm.calls == 0 and again.summary.llm.cache_hits == 24
 
 
 def test_same_config_and_seed_is_deterministic(tmp_path: Path) -> None:
     a = evaluate(_config(tmp_path, "a"), client=_client()[0], show_progress=False)
     b = evaluate(_config(tmp_path, "b"), client=_client()[0], show_progress=False)
     assert _stable(a.records) == _stable(b.records)
-    assert a.summary["conditions"] == b.summary["conditions"]
+    assert a.summary.conditions == b.summary.conditions
 
 
 def test_conditions_subset_and_k(tmp_path: Path) -> None:
@@ -210,8 +210,8 @@ def test_llm_errors_are_recorded_not_counted_as_failures(tmp_path: Path) -> None
     result = evaluate(
         _config(tmp_path, "err", llm="broken/m", conditions=["oracle"]), client=client, show_progress=False
     )
-    oracle = result.summary["conditions"]["oracle"]
-    assert oracle["llm_errors"] == 6 and oracle["n"] == 0 and oracle["pass_rate"] is None
+    oracle = result.summary.conditions["oracle"]
+    assert oracle.llm_errors == 6 and oracle.n == 0 and oracle.pass_rate is None
     assert all(r.status == "llm_error" for r in result.records)
 
 

@@ -134,8 +134,8 @@ def test_local_model_end_to_end(
 
     # the same configuration in another run directory is answered entirely from the response cache
     second = evaluate(config("second"), show_progress=False)
-    assert second.summary["llm"]["calls"] == 0
-    assert second.summary["llm"]["cache_hits"] == 4 * N_QUERIES
+    assert second.summary.llm.calls == 0
+    assert second.summary.llm.cache_hits == 4 * N_QUERIES
     assert [r.response for r in second.records] == [r.response for r in first.records]
     assert [r.results for r in second.records] == [r.results for r in first.records]
     # the paired attribution agrees with the records of this real run
@@ -191,10 +191,10 @@ def test_local_model_with_tools(weights: Path, tmp_path: Path, monkeypatch: pyte
     assert len(tooled) == 2 and not [r for r in first.records if r.status in ("llm_error", "infra_error")]
     for rec in tooled:
         stats = rec.tool_stats
-        assert stats["protocol"] == "text" and 1 <= stats["turns"] <= 3
-        assert stats["valid_tool_calls"] + stats["invalid_tool_calls"] == stats["tool_calls"]
+        assert stats.protocol == "text" and 1 <= stats.turns <= 3
+        assert stats.valid_tool_calls + stats.invalid_tool_calls == stats.tool_calls
         replies = [s for s in rec.trajectory if s["type"] == "assistant"]
-        assert len(replies) == stats["turns"] and all(s["prompt_tokens"] > 0 for s in replies)
+        assert len(replies) == stats.turns and all(s["prompt_tokens"] > 0 for s in replies)
         assert rec.prompt_tokens == sum(s["prompt_tokens"] for s in replies)
         assert "<tools>" in rec.messages[0]["content"]  # the protocol was in the system prompt
     # every condition is scored on the held-out asserts
@@ -202,11 +202,9 @@ def test_local_model_with_tools(weights: Path, tmp_path: Path, monkeypatch: pyte
     for rec in first.records:
         if rec.results:
             assert len(rec.results) < len(queries[rec.query_id].test_suite)
-    agent = first.summary["agent"]["agent_rag"]
-    assert (
-        agent["n"] == 2 and agent["valid_tool_call_rate"] is None or 0 <= agent["valid_tool_call_rate"] <= 1
-    )
-    calls = first.summary["llm"]["calls"]
+    agent = first.summary.agent["agent_rag"]
+    assert agent.n == 2 and agent.valid_tool_call_rate is None or 0 <= agent.valid_tool_call_rate <= 1
+    calls = first.summary.llm.calls
     assert calls >= 3  # two rag replies (or cache hits) and at least one agent turn per task
 
     # a rerun replays every step from the response cache: zero LLM calls, same trajectories
@@ -214,7 +212,7 @@ def test_local_model_with_tools(weights: Path, tmp_path: Path, monkeypatch: pyte
         return [[{k: v for k, v in s.items() if k != "cached"} for s in r.trajectory] for r in result.records]
 
     second = evaluate(config("second"), show_progress=False)
-    assert second.summary["llm"]["calls"] == 0
+    assert second.summary.llm.calls == 0
     assert steps(second) == steps(first)
 
     # --resume after the last record was lost redoes only that task (from the cache)
@@ -222,4 +220,4 @@ def test_local_model_with_tools(weights: Path, tmp_path: Path, monkeypatch: pyte
     (first.run_dir / "records.jsonl").write_text("\n".join(lines[:-1]) + "\n")
     resumed = evaluate(config("first", resume=True), show_progress=False)
     assert steps(resumed) == steps(first)
-    assert resumed.summary["llm"]["calls"] == 0
+    assert resumed.summary.llm.calls == 0

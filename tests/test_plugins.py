@@ -44,7 +44,9 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _retrieve(retriever, limit: int = 3, **kw) -> dict:
-    return agentbench.retrieve(pool="core", retriever=retriever, limit=limit, sandbox="process", **kw)
+    """The results of ``retriever`` in their JSON form (as a results file holds them)."""
+    result = agentbench.retrieve(pool="core", retriever=retriever, limit=limit, sandbox="process", **kw)
+    return result.to_json_dict()
 
 
 def _evaluate(tmp_path: Path, name: str = "run", **kw) -> agentbench.RunResult:
@@ -163,7 +165,7 @@ def test_wrapping_builtin_bm25_gives_the_same_metrics(tmp_path: Path) -> None:
     limit = 8
     builtin = agentbench.retrieve(
         pool="core", embedder="bm25", limit=limit, sandbox="process", store_dir=tmp_path / "s"
-    )
+    ).to_json_dict()
     searcher = open_searcher(POOL, parse_embedder("bm25"), store_dir=tmp_path / "s", progress=False)
 
     def wrapped(query: str, k: int):
@@ -273,16 +275,16 @@ def _check_copycat(result: agentbench.RunResult, n: int = 3) -> None:
     assert len(by["oracle"]) == n and len(by["distractor"]) == n
     assert all(r.status == "ok" and r.passed for r in by["oracle"])
     assert all(r.status == "ok" and not r.passed and r.inherited_outcomes for r in by["distractor"])
-    assert result.summary["conditions"]["oracle"]["pass_rate"] == 1.0
-    assert result.summary["conditions"]["distractor"]["pass_rate"] == 0.0
-    assert result.summary["propagation"]["bug_inheritance_rate"] == 1.0
+    assert result.summary.conditions["oracle"].pass_rate == 1.0
+    assert result.summary.conditions["distractor"].pass_rate == 0.0
+    assert result.summary.propagation.bug_inheritance_rate == 1.0
 
 
 def test_sync_callable_agent(tmp_path: Path) -> None:
     result = _evaluate(tmp_path, agent=copy_context)
     _check_copycat(result)
-    assert result.summary["run"]["agent"] == "tests.test_plugins:copy_context"
-    assert result.summary["llm"]["calls"] == 6
+    assert result.summary.run.agent == "tests.test_plugins:copy_context"
+    assert result.summary.llm.calls == 6
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["agent"] == "tests.test_plugins:copy_context"
 
@@ -306,7 +308,7 @@ def test_async_agents(tmp_path: Path) -> None:
     result = _evaluate(tmp_path, "obj", agent=instance)
     _check_copycat(result)
     assert instance.threads == {threading.get_ident()}  # awaited on the loop, not sent to a thread
-    assert result.summary["run"]["agent"].endswith(":test_async_agents.<locals>.Agent")
+    assert result.summary.run.agent.endswith(":test_async_agents.<locals>.Agent")
 
 
 def test_runnable_agent_gets_template_variables_and_reports_usage(tmp_path: Path) -> None:
@@ -329,8 +331,8 @@ def test_runnable_agent_gets_template_variables_and_reports_usage(tmp_path: Path
         assert inputs["signature"].startswith("def ") and inputs["function_name"] in inputs["signature"]
         assert inputs["snippets"][0].strip() in inputs["context"]
     assert all(r.prompt_tokens == 7 and r.completion_tokens == 3 for r in result.records)
-    assert result.summary["llm"]["prompt_tokens"] == 7 * 6
-    assert result.summary["llm"]["completion_tokens"] == 3 * 6
+    assert result.summary.llm.prompt_tokens == 7 * 6
+    assert result.summary.llm.completion_tokens == 3 * 6
 
 
 def test_agent_reply_and_dict_returns(tmp_path: Path) -> None:
@@ -339,9 +341,9 @@ def test_agent_reply_and_dict_returns(tmp_path: Path) -> None:
 
     result = _evaluate(tmp_path, "reply", agent=replying)
     _check_copycat(result)
-    assert result.summary["llm"]["cost_usd"] == pytest.approx(1.5)
-    assert result.summary["llm"]["prompt_tokens"] == 600
-    assert result.summary["llm"]["completion_tokens"] == 120
+    assert result.summary.llm.cost_usd == pytest.approx(1.5)
+    assert result.summary.llm.prompt_tokens == 600
+    assert result.summary.llm.completion_tokens == 120
 
     result = _evaluate(tmp_path, "dict", agent=lambda task: {"code": copy_context(task)})
     _check_copycat(result)
@@ -360,19 +362,19 @@ def test_agent_errors_per_query(tmp_path: Path) -> None:
     assert [r.query_id for r in failed] == [victim]
     assert "KeyError" in failed[0].error and "model overloaded" in failed[0].error
     assert not failed[0].passed and failed[0].results == []
-    oracle = result.summary["conditions"]["oracle"]
-    assert oracle["agent_errors"] == 1 and oracle["n"] == 3 and oracle["passed"] == 2
+    oracle = result.summary.conditions["oracle"]
+    assert oracle.agent_errors == 1 and oracle.n == 3 and oracle.passed == 2
 
     result = _evaluate(tmp_path, "int", agent=lambda task: 42, conditions=["oracle"], limit=2)
     assert [r.status for r in result.records] == ["agent_error", "agent_error"]
     assert "int" in result.records[0].error
-    assert result.summary["conditions"]["oracle"]["agent_errors"] == 2
-    assert result.summary["conditions"]["oracle"]["pass_rate"] == 0.0
+    assert result.summary.conditions["oracle"].agent_errors == 2
+    assert result.summary.conditions["oracle"].pass_rate == 0.0
 
     prose = _evaluate(tmp_path, "prose", agent=lambda task: "I cannot help.", conditions=["oracle"], limit=2)
     assert [r.status for r in prose.records] == ["no_code", "no_code"]
-    assert prose.summary["conditions"]["oracle"]["no_code"] == 2
-    assert prose.summary["conditions"]["oracle"]["agent_errors"] == 0
+    assert prose.summary.conditions["oracle"].no_code == 2
+    assert prose.summary.conditions["oracle"].agent_errors == 0
 
 
 def test_bad_agents_fail_before_work(tmp_path: Path) -> None:
@@ -409,13 +411,13 @@ def test_retriever_error_inside_evaluate(tmp_path: Path) -> None:
     assert status == {q.query_id: ("retriever_error" if q is victim else "ok") for q in POOL.queries[:3]}
     bad = next(r for r in result.records if r.query_id == victim.query_id)
     assert "ConnectionError" in bad.error and not bad.passed
-    rag = result.summary["conditions"]["rag"]
-    assert rag["retriever_errors"] == 1 and rag["agent_errors"] == 0
-    assert rag["n"] == 3 and rag["passed"] == 2
-    assert result.summary["retrieval"]["errors"] == 1
-    assert result.summary["llm"]["calls"] == 2, "no generation for the query the retriever failed on"
+    rag = result.summary.conditions["rag"]
+    assert rag.retriever_errors == 1 and rag.agent_errors == 0
+    assert rag.n == 3 and rag.passed == 2
+    assert result.summary.retrieval.errors == 1
+    assert result.summary.llm.calls == 2, "no generation for the query the retriever failed on"
     assert (
-        result.summary["run"]["retriever"]
+        result.summary.run.retriever
         == "tests.test_plugins:test_retriever_error_inside_evaluate.<locals>.flaky"
     )
 
@@ -432,7 +434,7 @@ def test_resume_makes_no_new_agent_calls(tmp_path: Path) -> None:
     again = _evaluate(tmp_path, agent=agent, resume=True)
     assert len(calls) == 6, "resumed records are not regenerated"
     assert _stable(again.records) == _stable(first.records)
-    assert again.summary["conditions"] == first.summary["conditions"]
+    assert again.summary.conditions == first.summary.conditions
     assert len((tmp_path / "run" / "records.jsonl").read_text().splitlines()) == 6
 
 
@@ -544,8 +546,8 @@ def test_custom_prompt_file_with_builtin_agent(tmp_path: Path) -> None:
         assert r.messages[0]["content"] == "You are terse."
         assert r.messages[1]["content"].startswith("PLATYPUS-MARKER: ")
         assert "Write a Python function" not in r.messages[1]["content"]  # not the default template
-    assert result.summary["conditions"]["oracle"]["pass_rate"] == 1.0
-    assert result.summary["conditions"]["distractor"]["pass_rate"] == 0.0
+    assert result.summary.conditions["oracle"].pass_rate == 1.0
+    assert result.summary.conditions["distractor"].pass_rate == 0.0
 
 
 def test_cli_retrieve_reports_per_query_failures(tmp_path: Path) -> None:

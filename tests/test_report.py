@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -170,7 +171,8 @@ def test_report_of_an_unfinished_run_summarises_its_records(run_dir: Path, tmp_p
     code, _, stderr = cli(capsys, "report", str(partial), "--html", str(partial / "r.html"))
     assert code == 0, stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert load_run(partial).summary["conditions"] == summary["conditions"]
+    recomputed = load_run(partial).summary.conditions
+    assert {name: c.to_json_dict() for name, c in recomputed.items()} == summary["conditions"]
 
 
 def test_report_on_a_non_run_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -418,32 +420,26 @@ def test_terminal_tables_show_each_interval_once():
     """The conditions table's CI column holds the interval alone, and attribution counts keep theirs
     (a second ``_ci`` helper once shadowed the first: the column repeated the pass rate and every
     attribution count lost its interval)."""
-    from agentbench.analysis.report import _condition_rows, attribution_rows
+    from agentbench.analysis.report import attribution_rows, condition_rows
+    from agentbench.analysis.summary import Attribution, ConditionStats, CountEffect, Unavailable
 
-    summary = {
-        "conditions": {"rag": {"n": 10, "passed": 3, "pass_rate": 0.3, "ci95": [0.11, 0.6], "llm_errors": 0}},
-        "attribution": {
-            "retrieval_induced_failures": {
-                "n": 10,
-                "count": 2,
-                "rate": 0.2,
-                "ci95": [0.0, 0.5],
-                "p_value": 0.5,
-            },
-            **{
-                key: {"n": 0, "reason": "not measured"}
-                for key in (
-                    "retrieval_rescues",
-                    "net_effect_of_retrieval",
-                    "cost_of_buggy_context",
-                    "value_of_right_context",
-                )
-            },
-            "retrieval_share_of_oracle_gain": {"share": None, "reason": "no gain"},
-            "decomposition": {"reason": "no rag"},
-        },
-    }
-    (row,) = _condition_rows(summary)
+    unmeasured = Unavailable(reason="not measured")
+    summary = SimpleNamespace(
+        conditions={"rag": ConditionStats(n=10, passed=3, pass_rate=0.3, ci95=[0.11, 0.6])},
+        attribution=Attribution(
+            n_queries=10,
+            resamples=100,
+            seed=0,
+            retrieval_induced_failures=CountEffect(n=10, count=2, rate=0.2, ci95=[0.0, 0.5], p_value=0.5),
+            retrieval_rescues=unmeasured,
+            net_effect_of_retrieval=unmeasured,
+            cost_of_buggy_context=unmeasured,
+            value_of_right_context=unmeasured,
+            retrieval_share_of_oracle_gain=Unavailable(reason="no gain"),
+            decomposition=Unavailable(reason="no rag"),
+        ),
+    )
+    (row,) = condition_rows(summary)
     assert row[4] == "[0.11, 0.60]"
     cells = dict(attribution_rows(summary))
     assert any("2/10 = 0.200 [0.00, 0.50]" in cell for cell in cells.values()), cells

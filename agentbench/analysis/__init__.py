@@ -4,8 +4,9 @@ from .compare import compare_sources, load_run, load_sources, paired_stats
 from .gate import evaluate_gate, gate_results, parse_thresholds, write_junit
 from .html import render_html, write_html
 from .propagation import summarize
-from .report import print_summary, render_report, write_report
+from .report import render_report, write_report
 from .stats import proportion
+from .terminal import print_summary
 
 __all__ = [
     "summarize",

@@ -27,6 +27,17 @@ import numpy as np
 from scipy.stats import binomtest
 
 from ..pipeline.records import RunRecord
+from .summary import (
+    Attribution,
+    CountEffect,
+    Counterfactual,
+    Decomposition,
+    DifferenceEffect,
+    KindShare,
+    QueryOutcome,
+    ShareOfGain,
+    Unavailable,
+)
 
 __all__ = ["attribution", "query_outcomes", "retrieval_indicators", "TOP1_KINDS", "N_RESAMPLES"]
 
@@ -39,28 +50,30 @@ _PAIRS = {
 }
 
 
-def query_outcomes(records: Sequence[RunRecord]) -> dict[str, dict]:
+def query_outcomes(records: Sequence[RunRecord]) -> dict[str, QueryOutcome]:
     """Per query: pass/fail of every scored condition, and the rag top-1's kind and correctness."""
-    out: dict[str, dict] = {}
+    out: dict[str, QueryOutcome] = {}
     for r in records:
-        q = out.setdefault(r.query_id, {"outcomes": {}, "top1_kind": None, "top1_passes": None})
+        q = out.setdefault(
+            r.query_id, QueryOutcome(query_id=r.query_id, top1_kind=None, top1_passes=None, outcomes={})
+        )
         if r.scored:
-            q["outcomes"][r.condition] = bool(r.passed)
+            q.outcomes[r.condition] = bool(r.passed)
         if r.condition == "rag":
-            q["top1_kind"] = r.context_kind
-            q["top1_passes"] = r.context_passes
+            q.top1_kind = r.context_kind
+            q.top1_passes = r.context_passes
     return out
 
 
-def retrieval_indicators(queries: dict[str, dict]) -> dict[str, dict[str, int]]:
+def retrieval_indicators(queries: dict[str, QueryOutcome]) -> dict[str, dict[str, int]]:
     """Per query with closed_book and rag scored: 1 when it is a retrieval-induced failure (closed_book
     passes, rag fails, the top-1 fails the tests) or a retrieval rescue (closed_book fails, rag passes)."""
     induced: dict[str, int] = {}
     rescued: dict[str, int] = {}
     for q, v in sorted(queries.items()):
-        o = v["outcomes"]
+        o = v.outcomes
         if "closed_book" in o and "rag" in o:
-            induced[q] = int(o["closed_book"] and not o["rag"] and v["top1_passes"] is False)
+            induced[q] = int(o["closed_book"] and not o["rag"] and v.top1_passes is False)
             rescued[q] = int(not o["closed_book"] and o["rag"])
     return {"retrieval_induced_failures": induced, "retrieval_rescues": rescued}
 
@@ -96,154 +109,165 @@ class _Resamples:
         return self._by_n[n]
 
 
-def _count(indicator: np.ndarray, a: np.ndarray, b: np.ndarray, resample: _Resamples) -> dict:
+def _count(indicator: np.ndarray, a: np.ndarray, b: np.ndarray, resample: _Resamples) -> CountEffect:
     n = int(indicator.size)
     idx = resample(n)
-    return {
-        "n": n,
-        "count": int(indicator.sum()),
-        "rate": _round(indicator.mean()),
-        "ci95": _ci(indicator[idx].mean(axis=1)),
-        "p_value": _round(_mcnemar(a, b)),
-    }
+    return CountEffect(
+        n=n,
+        count=int(indicator.sum()),
+        rate=_round(indicator.mean()),
+        ci95=_ci(indicator[idx].mean(axis=1)),
+        p_value=_round(_mcnemar(a, b)),
+    )
 
 
-def _difference(a: np.ndarray, b: np.ndarray, names: tuple[str, str], resample: _Resamples) -> dict:
+def _difference(
+    a: np.ndarray, b: np.ndarray, names: tuple[str, str], resample: _Resamples
+) -> DifferenceEffect:
     n = int(a.size)
     idx = resample(n)
-    return {
-        "n": n,
-        "baseline": names[0],
-        "other": names[1],
-        "baseline_rate": _round(a.mean()),
-        "other_rate": _round(b.mean()),
-        "difference": _round(b.mean() - a.mean()),
-        "ci95": _ci((b - a)[idx].mean(axis=1)),
-        "p_value": _round(_mcnemar(a, b)),
-    }
+    return DifferenceEffect(
+        n=n,
+        baseline=names[0],
+        other=names[1],
+        baseline_rate=_round(a.mean()),
+        other_rate=_round(b.mean()),
+        difference=_round(b.mean() - a.mean()),
+        ci95=_ci((b - a)[idx].mean(axis=1)),
+        p_value=_round(_mcnemar(a, b)),
+    )
 
 
-def _paired(queries: dict[str, dict], *conditions: str) -> tuple[list[str], list[np.ndarray]]:
-    ids = sorted(q for q, v in queries.items() if all(c in v["outcomes"] for c in conditions))
-    return ids, [np.array([queries[q]["outcomes"][c] for q in ids], dtype=float) for c in conditions]
+def _paired(queries: dict[str, QueryOutcome], *conditions: str) -> tuple[list[str], list[np.ndarray]]:
+    ids = sorted(q for q, v in queries.items() if all(c in v.outcomes for c in conditions))
+    return ids, [np.array([queries[q].outcomes[c] for q in ids], dtype=float) for c in conditions]
 
 
-def _unavailable(reason: str) -> dict:
-    return {"n": 0, "reason": reason}
+def _unavailable(reason: str) -> Unavailable:
+    return Unavailable(n=0, reason=reason)
 
 
-def _missing(queries: dict[str, dict], *conditions: str) -> str | None:
-    present = {c for v in queries.values() for c in v["outcomes"]}
+def _missing(queries: dict[str, QueryOutcome], *conditions: str) -> str | None:
+    present = {c for v in queries.values() for c in v.outcomes}
     absent = [c for c in conditions if c not in present]
     if absent:
         return f"needs the {' and '.join(absent)} condition{'s' if len(absent) > 1 else ''} in the run"
     return None
 
 
-def _share_of_gain(queries: dict[str, dict], resample: _Resamples) -> dict:
+def _share_of_gain(queries: dict[str, QueryOutcome], resample: _Resamples) -> ShareOfGain | Unavailable:
     if reason := _missing(queries, "closed_book", "rag", "oracle"):
         return _unavailable(reason)
     ids, (cb, rag, oracle) = _paired(queries, "closed_book", "rag", "oracle")
     if not ids:
         return _unavailable("no query has closed_book, rag and oracle all scored")
     gain = oracle.mean() - cb.mean()
-    out = {
-        "n": len(ids),
-        "rag_gain": _round(rag.mean() - cb.mean()),
-        "oracle_gain": _round(gain),
-        "share": None,
-        "ci95": None,
-    }
+    out = ShareOfGain(
+        n=len(ids), rag_gain=_round(rag.mean() - cb.mean()), oracle_gain=_round(gain), share=None, ci95=None
+    )
     if gain == 0:
-        return out | {"reason": "oracle passes no more queries than closed_book: there is no gain to share"}
+        out.reason = "oracle passes no more queries than closed_book: there is no gain to share"
+        return out
     idx = resample(len(ids))
     with np.errstate(divide="ignore", invalid="ignore"):
         shares = (rag[idx].mean(axis=1) - cb[idx].mean(axis=1)) / (
             oracle[idx].mean(axis=1) - cb[idx].mean(axis=1)
         )
-    return out | {"share": _round((rag.mean() - cb.mean()) / gain), "ci95": _ci(shares)}
+    out.share, out.ci95 = _round((rag.mean() - cb.mean()) / gain), _ci(shares)
+    return out
 
 
-def _decomposition(queries: dict[str, dict]) -> dict:
+def _decomposition(queries: dict[str, QueryOutcome]) -> Decomposition | Unavailable:
     if reason := _missing(queries, "rag"):
         return _unavailable(reason)
-    rag_ids = sorted(q for q, v in queries.items() if "rag" in v["outcomes"])
+    rag_ids = sorted(q for q, v in queries.items() if "rag" in v.outcomes)
     n = len(rag_ids)
-    kinds: dict[str, dict] = {}
+    kinds: dict[str, KindShare] = {}
     for kind in TOP1_KINDS:
-        group = [q for q in rag_ids if (queries[q]["top1_kind"] or "none") == kind]
+        group = [q for q in rag_ids if (queries[q].top1_kind or "none") == kind]
         if not group:
             continue
-        passed = sum(queries[q]["outcomes"]["rag"] for q in group)
-        kinds[kind] = {
-            "n": len(group),
-            "share": _round(len(group) / n),
-            "pass_rate": _round(passed / len(group)),
-            "contribution": _round(passed / n),
-        }
-    out: dict = {
-        "n": n,
-        "rag_pass_rate": _round(sum(queries[q]["outcomes"]["rag"] for q in rag_ids) / n) if n else None,
-        "by_top1_kind": kinds,
-    }
-    if "oracle" not in {c for v in queries.values() for c in v["outcomes"]}:
-        return out | {"counterfactual": _unavailable("needs the oracle condition in the run")}
-    both = [q for q in rag_ids if "oracle" in queries[q]["outcomes"]]
+        passed = sum(bool(queries[q].outcomes["rag"]) for q in group)
+        kinds[kind] = KindShare(
+            n=len(group),
+            share=_round(len(group) / n),
+            pass_rate=_round(passed / len(group)),
+            contribution=_round(passed / n),
+        )
+    rag_pass_rate = _round(sum(bool(queries[q].outcomes["rag"]) for q in rag_ids) / n) if n else None
+    out = Decomposition(
+        n=n, rag_pass_rate=rag_pass_rate, by_top1_kind=kinds, counterfactual=_counterfactual(queries, rag_ids)
+    )
+    return out
+
+
+def _counterfactual(queries: dict[str, QueryOutcome], rag_ids: list[str]) -> Counterfactual | Unavailable:
+    """rag's outcome where the top-1 passes the tests, oracle's where it does not."""
+    if "oracle" not in {c for v in queries.values() for c in v.outcomes}:
+        return _unavailable("needs the oracle condition in the run")
+    both = [q for q in rag_ids if "oracle" in queries[q].outcomes]
     if not both:
-        return out | {"counterfactual": _unavailable("no query has both rag and oracle scored")}
-    rag = np.array([queries[q]["outcomes"]["rag"] for q in both], dtype=float)
-    oracle = np.array([queries[q]["outcomes"]["oracle"] for q in both], dtype=float)
-    correct = np.array([queries[q]["top1_passes"] is True for q in both])
+        return _unavailable("no query has both rag and oracle scored")
+    rag = np.array([queries[q].outcomes["rag"] for q in both], dtype=float)
+    oracle = np.array([queries[q].outcomes["oracle"] for q in both], dtype=float)
+    correct = np.array([queries[q].top1_passes is True for q in both])
     counterfactual = np.where(correct, rag, oracle)
-    return out | {
-        "counterfactual": {
-            "n": len(both),
-            "rag_pass_rate": _round(rag.mean()),
-            "rag_pass_rate_if_exec@1_were_1": _round(counterfactual.mean()),
-            "oracle_pass_rate": _round(oracle.mean()),
-            "ranking_cost": _round(counterfactual.mean() - rag.mean()),
-            "context_use_gap": _round(oracle.mean() - counterfactual.mean()),
-        }
-    }
+    return Counterfactual(
+        n=len(both),
+        rag_pass_rate=_round(rag.mean()),
+        rag_pass_rate_if_exec1_were_1=_round(counterfactual.mean()),
+        oracle_pass_rate=_round(oracle.mean()),
+        ranking_cost=_round(counterfactual.mean() - rag.mean()),
+        context_use_gap=_round(oracle.mean() - counterfactual.mean()),
+    )
 
 
-def attribution(records: Sequence[RunRecord], *, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
+def attribution(
+    records: Sequence[RunRecord], *, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> Attribution:
     """The ``attribution`` section of summary.json (see the module docstring)."""
     queries = query_outcomes(records)
     resample = _Resamples(seed, n_resamples)
-    out: dict = {"n_queries": len(queries), "resamples": n_resamples, "seed": seed}
+    effects: dict[str, CountEffect | DifferenceEffect | Unavailable] = {}
     if reason := _missing(queries, "closed_book", "rag"):
-        out["retrieval_induced_failures"] = _unavailable(reason)
-        out["retrieval_rescues"] = _unavailable(reason)
+        effects["retrieval_induced_failures"] = _unavailable(reason)
+        effects["retrieval_rescues"] = _unavailable(reason)
     else:
         ids, (cb, rag) = _paired(queries, "closed_book", "rag")
         for name, by_query in retrieval_indicators(queries).items():
             if not ids:
-                out[name] = _unavailable("no query has both closed_book and rag scored")
+                effects[name] = _unavailable("no query has both closed_book and rag scored")
                 continue
             indicator = np.array([by_query[q] for q in ids], dtype=float)
-            out[name] = _count(indicator, cb, rag, resample)
+            effects[name] = _count(indicator, cb, rag, resample)
     for name, pair in _PAIRS.items():
         if reason := _missing(queries, *pair):
-            out[name] = _unavailable(reason)
+            effects[name] = _unavailable(reason)
             continue
         ids, (a, b) = _paired(queries, *pair)
-        out[name] = _difference(a, b, pair, resample) if ids else _unavailable(f"no query has {pair} scored")
-    out["retrieval_share_of_oracle_gain"] = _share_of_gain(queries, resample)
-    out["decomposition"] = _decomposition(queries)
-    out["transitions"] = _transitions(queries)
-    return out
+        effects[name] = (
+            _difference(a, b, pair, resample) if ids else _unavailable(f"no query has {pair} scored")
+        )
+    return Attribution(
+        n_queries=len(queries),
+        resamples=n_resamples,
+        seed=seed,
+        **effects,
+        retrieval_share_of_oracle_gain=_share_of_gain(queries, resample),
+        decomposition=_decomposition(queries),
+        transitions=_transitions(queries),
+    )
 
 
-def _transitions(queries: dict[str, dict]) -> dict:
+def _transitions(queries: dict[str, QueryOutcome]) -> dict[str, dict[str, int]]:
     """closed_book → rag outcome counts by the rag top-1's kind (the view the HTML report draws)."""
     counts: dict[str, dict[str, int]] = {}
     for v in queries.values():
-        o = v["outcomes"]
+        o = v.outcomes
         if "closed_book" not in o or "rag" not in o:
             continue
         key = f"{'pass' if o['closed_book'] else 'fail'}→{'pass' if o['rag'] else 'fail'}"
-        kind = v["top1_kind"] or "none"
+        kind = v.top1_kind or "none"
         counts.setdefault(key, {}).setdefault(kind, 0)
         counts[key][kind] += 1
     order = ("pass→pass", "pass→fail", "fail→pass", "fail→fail")

@@ -68,8 +68,8 @@ class RunData:
 
     path: Path
     config: RunConfig
-    retrieval: RetrievalResult | dict
-    """``{}`` when the run stopped before its retrieval finished"""
+    retrieval: RetrievalResult | None
+    """None when the run stopped before its retrieval finished"""
     records: list[RunRecord]
     summary: RunSummary
 
@@ -114,24 +114,29 @@ def load_run(path: str | Path) -> RunData:
 
     directory = RunDirectory.open(path)
     config = directory.config
-    retrieval = directory.read_retrieval()
+    retrieval = directory.read_retrieval() or None
     records = directory.load_records()
-    summary = directory.read_summary()
-    if summary is not None:
-        if summary.get("schema_version", 0) >= SUMMARY_VERSION or not (records or retrieval):
-            summary = RunSummary.from_json_data(summary, directory.path / "summary.json")
-        if summary.get("schema_version", 0) < SUMMARY_VERSION and (records or retrieval):
-            # an older summary lacks newer sections (attribution): recompute it from the records, keeping
-            # the LLM call counts that only the original run knew
-            llm = summary.get("llm", {})
-            summary = summarize(
-                records, retrieval, {k: llm.get(k, 0) for k in ("calls", "cache_hits")}, config
-            )
+    data = directory.read_summary()
+    if data is not None and (data.get("schema_version", 0) >= SUMMARY_VERSION or not (records or retrieval)):
+        summary = RunSummary.from_json_data(data, directory.path / "summary.json")
+    elif data is not None:
+        # an older summary lacks newer sections (attribution): recompute it from the records, keeping
+        # the LLM call counts that only the original run knew
+        llm = data.get("llm") if isinstance(data.get("llm"), dict) else {}
+        summary = summarize(records, retrieval, {k: llm.get(k, 0) for k in ("calls", "cache_hits")}, config)
     elif records or retrieval:
         summary = summarize(records, retrieval, {}, config)
     else:
         raise ConfigError(f"{directory.path} has neither records nor a summary yet; nothing to report")
     return RunData(directory.path, config, retrieval, records, summary)
+
+
+def _json(retrieval: RetrievalResult | dict | None) -> dict:
+    """Retrieval results in their JSON form: the outcomes below are read the same way from a run's
+    records and from a results file of any origin (which may lack fields agentbench always writes)."""
+    if retrieval is None:
+        return {}
+    return retrieval.to_json_dict() if isinstance(retrieval, RetrievalResult) else retrieval
 
 
 def _exec_outcomes(retrieval: dict) -> dict[str, dict[str, int]]:
@@ -148,9 +153,10 @@ def _exec_outcomes(retrieval: dict) -> dict[str, dict[str, int]]:
     return out
 
 
-def scoring(retrieval: dict) -> str:
+def scoring(retrieval: RetrievalResult | dict | None) -> str:
     """Which asserts a retrieval result (and its run) is scored on."""
-    if retrieval.get("run_info", {}).get("scored_on", "all") == "all":
+    retrieval = _json(retrieval)
+    if (retrieval.get("run_info") or {}).get("scored_on", "all") == "all":
         return "all asserts"
     rr = retrieval.get("rerank") or {}
     return f"held-out asserts (--visible-tests {rr.get('visible_tests')}, seed {rr.get('seed')})"
@@ -176,7 +182,8 @@ def _retrieval_source(path: Path, data: dict | None = None) -> Source:
 
 def run_source(run: RunData) -> Source:
     """Per-query outcomes of a loaded run (exec@k, each condition's pass and repair, retrieval effects)."""
-    outcomes = _exec_outcomes(run.retrieval)
+    retrieval = _json(run.retrieval)
+    outcomes = _exec_outcomes(retrieval)
     for condition in run.config.conditions:
         outcomes[f"{condition}.pass"] = {
             r.query_id: int(r.passed) for r in run.records if r.condition == condition and r.scored
@@ -195,8 +202,8 @@ def run_source(run: RunData) -> Source:
         run.path.name or str(run.path),
         run.path,
         outcomes,
-        _query_texts(run.retrieval),
-        scoring(run.retrieval),
+        _query_texts(retrieval),
+        scoring(retrieval),
     )
 
 

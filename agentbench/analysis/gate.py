@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..pipeline.conditions import DEFAULT_CONDITIONS
 from ..pipeline.records import ERROR_STATUSES, RunRecord
 from ..retrieval.metrics import is_metric_name
+from .summary import RunSummary
 
 __all__ = [
     "Threshold",
@@ -150,8 +151,15 @@ def check_available(thresholds: Sequence[Threshold], conditions: Iterable[str]) 
             )
 
 
-def metric_value(summary: dict, metric: str) -> float | None:
-    """The metric's value in a summary.json (None when nothing was measured); ConfigError if never computed."""
+def _as_json(summary: RunSummary | dict) -> dict:
+    """The summary as summary.json holds it: metrics are named by their place in the file."""
+    return summary.to_json_dict() if isinstance(summary, RunSummary) else summary
+
+
+def metric_value(summary: RunSummary | dict, metric: str) -> float | None:
+    """The metric's value in a summary (a :class:`RunSummary` or summary.json as read; None when nothing
+    was measured); ConfigError if never computed."""
+    summary = _as_json(summary)
     metric = _canonical(metric)
     if is_metric_name(metric):
         metrics = summary.get("retrieval", {}).get("metrics", {})
@@ -233,9 +241,11 @@ def _check(t: Threshold, value: float | None, baseline: float | None) -> GateRes
 
 
 def gate_results(
-    summary: dict, thresholds: Sequence[Threshold], baseline: dict | None = None
+    summary: RunSummary | dict, thresholds: Sequence[Threshold], baseline: RunSummary | dict | None = None
 ) -> list[GateResult]:
     """Every threshold checked against ``summary`` (and ``baseline`` for ``max_drop``), in order."""
+    summary = _as_json(summary)
+    baseline = _as_json(baseline) if baseline is not None else None
     out = []
     for t in thresholds:
         base = None
@@ -279,7 +289,7 @@ def missing_records(results: list[GateResult], records: Sequence[RunRecord] | No
 
 
 def evaluate_gate(
-    summary: dict, thresholds: Sequence[Threshold], baseline: dict | None = None
+    summary: RunSummary | dict, thresholds: Sequence[Threshold], baseline: RunSummary | dict | None = None
 ) -> list[Violation]:
     """The thresholds that do not hold; empty when the gate passes."""
     return [r for r in gate_results(summary, thresholds, baseline) if not r.ok]

@@ -11,9 +11,8 @@ error messages) is untrusted text: autoescape escapes every value the templates 
 which HTML cannot carry, become U+FFFD first), and a Content-Security-Policy allows no network access and no
 script but the report's own (pinned by hash), so a missed escape still could not run code or phone home.
 
-The run summary reaches the templates as it is, a dict (summary.json as read) or an object with the same
-fields: templates read it with attribute syntax, which Jinja resolves for both, and the Python side reads
-it through :func:`_get`.
+The run summary and the retrieval results reach the templates as the typed records they are
+(:class:`~.summary.RunSummary`, :class:`~agentbench.retrieval.results.RetrievalResult`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import hashlib
 import io
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,9 @@ from ..errors import ConfigError, PoolError
 from ..files import atomic_write_text
 from ..pipeline.records import RunRecord
 from ..pools.models import DistractorMeta, Pool
+from ..retrieval.results import RetrievalResult, TopResult
 from .compare import RunData, load_run, scoring
+from .summary import RunSummary
 
 if TYPE_CHECKING:
     import jinja2
@@ -44,16 +45,6 @@ TOP1_CATEGORIES = ("canonical", "other, passes tests", "own distractor", "other,
 _PASS, _FAIL, _ERR = "#2f9e44", "#e03131", "#868e96"
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    """A field of a summary or retrieval part, whether it is a mapping or an object; ``default`` when the
-    part is None or lacks the field."""
-    if obj is None:
-        return default
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
 
 
 # ------------------------------------------------------------------------------------------- templates
@@ -132,9 +123,11 @@ def _figure(width: float = 5.6, height: float = 3.4):
     return fig, ax
 
 
-def _plot_exec_curve(summary: Any, k_context: int, retrieval: Any = None) -> str | None:
-    metrics = _get(_get(summary, "retrieval"), "metrics") or {}
-    ci95 = _get(_get(summary, "retrieval"), "ci95") or {}
+def _plot_exec_curve(
+    summary: RunSummary, k_context: int, retrieval: RetrievalResult | None = None
+) -> str | None:
+    metrics = summary.retrieval.metrics
+    ci95 = summary.retrieval.ci95
     ks = sorted(int(name.split("@")[1]) for name in metrics if name.startswith("exec@"))
     if not ks:
         return None
@@ -152,17 +145,17 @@ def _plot_exec_curve(summary: Any, k_context: int, retrieval: Any = None) -> str
         )
     if all(f"ndcg@{k}" in metrics for k in ks):
         ax.plot(ks, [metrics[f"ndcg@{k}"] for k in ks], marker="s", ls="--", color="#868e96", label="nDCG@k")
-    rr = _get(retrieval, "rerank")
-    rr_metrics = _get(rr, "metrics") or {}
-    if _get(rr, "name") and all(f"exec@{k}" in rr_metrics for k in ks):
+    rr = retrieval.rerank if retrieval is not None else None
+    rr_metrics = rr.metrics if rr is not None else {}
+    if rr is not None and rr.name and all(f"exec@{k}" in rr_metrics for k in ks):
         ax.plot(
             ks,
             [rr_metrics[f"exec@{k}"] for k in ks],
             marker="D",
             color="#e8590c",
-            label=f"exec@k after reranking ({_get(rr, 'name')})",
+            label=f"exec@k after reranking ({rr.name})",
         )
-    rag = _get(_get(_get(summary, "conditions"), "rag"), "pass_rate")
+    rag = summary.conditions["rag"].pass_rate if "rag" in summary.conditions else None
     if rag is not None:
         ax.plot(
             [k_context],
@@ -184,27 +177,21 @@ def _plot_exec_curve(summary: Any, k_context: int, retrieval: Any = None) -> str
     return _svg(fig)
 
 
-def _plot_conditions(summary: Any) -> str | None:
-    conds = [
-        (name, c)
-        for name, c in (_get(summary, "conditions") or {}).items()
-        if _get(c, "pass_rate") is not None
-    ]
+def _plot_conditions(summary: RunSummary) -> str | None:
+    conds = [(name, c) for name, c in summary.conditions.items() if c.pass_rate is not None]
     if not conds:
         return None
     fig, ax = _figure()
     names = [n for n, _ in conds]
-    rates = [_get(c, "pass_rate") for _, c in conds]
-    cis = [_get(c, "ci95") for _, c in conds]
+    rates = [c.pass_rate for _, c in conds]
+    cis = [c.ci95 for _, c in conds]
     lo = [r - ci[0] if ci else 0 for r, ci in zip(rates, cis, strict=True)]
     hi = [ci[1] - r if ci else 0 for r, ci in zip(rates, cis, strict=True)]
     colors = {"closed_book": "#868e96", "rag": "#1971c2", "oracle": _PASS, "distractor": _FAIL}
     ax.bar(names, rates, yerr=[lo, hi], capsize=5, color=[colors.get(n, "#5c7cfa") for n in names])
     for i, (r, (_, c)) in enumerate(zip(rates, conds, strict=True)):
-        ax.annotate(
-            f"{r:.2f}\nn={_get(c, 'n')}", (i, r), textcoords="offset points", xytext=(14, 2), fontsize=8
-        )
-    exec1 = (_get(_get(summary, "retrieval"), "metrics") or {}).get("exec@1")
+        ax.annotate(f"{r:.2f}\nn={c.n}", (i, r), textcoords="offset points", xytext=(14, 2), fontsize=8)
+    exec1 = summary.retrieval.metrics.get("exec@1")
     if exec1 is not None:
         ax.axhline(exec1, color="#1971c2", ls=":", lw=1, label=f"retrieval exec@1 = {exec1:.2f}")
         ax.legend(fontsize=8, loc="upper left")
@@ -256,8 +243,8 @@ def _plot_propagation(records: list[RunRecord]) -> str | None:
     return _svg(fig)
 
 
-def _plot_bug_types(summary: Any) -> str | None:
-    by_bug = _get(_get(summary, "propagation"), "by_bug_type") or {}
+def _plot_bug_types(summary: RunSummary) -> str | None:
+    by_bug = summary.propagation.by_bug_type
     if not by_bug:
         return None
     import numpy as np
@@ -267,14 +254,12 @@ def _plot_bug_types(summary: Any) -> str | None:
     ax.grid(axis="x", alpha=0.3)
     ax.grid(axis="y", visible=False)
     y = np.arange(len(names))
-    inherit = [_get(by_bug[n], "bug_inheritance_rate") for n in names]
-    repair = [_get(by_bug[n], "repair_rate") for n in names]
+    inherit = [by_bug[n].bug_inheritance_rate for n in names]
+    repair = [by_bug[n].repair_rate for n in names]
     ax.barh(y - 0.2, [v or 0 for v in inherit], height=0.4, color=_FAIL, label="bug inheritance")
     ax.barh(y + 0.2, [v or 0 for v in repair], height=0.4, color=_PASS, label="repair")
     for i, n in enumerate(names):
-        ax.annotate(
-            f"n={_get(by_bug[n], 'n')}", (1.0, y[i]), xytext=(4, -3), textcoords="offset points", fontsize=8
-        )
+        ax.annotate(f"n={by_bug[n].n}", (1.0, y[i]), xytext=(4, -3), textcoords="offset points", fontsize=8)
     ax.set_yticks(y, [f"{n}" for n in names], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.0)
@@ -304,7 +289,7 @@ def _top1_rows(records: list[RunRecord]) -> list[dict]:
     ]
 
 
-def _attribution_view(summary: Any) -> dict:
+def _attribution_view(summary: RunSummary) -> dict:
     """The paired effects table and the closed_book → rag transition grid: per cell, the queries (chips
     linking to ``#q-<query id>``) coloured by what the rag top-1 was."""
     from .report import attribution_rows
@@ -314,13 +299,12 @@ def _attribution_view(summary: Any) -> dict:
     if not rows:  # a summary from before attribution
         return {"rows": [], "grid": [], "kinds": kinds}
     cells: dict[tuple[bool, bool], list[dict]] = defaultdict(list)
-    for row in _get(summary, "per_query") or []:
-        out = _get(row, "outcomes") or {}
-        cb, rag = _get(out, "closed_book"), _get(out, "rag")
+    for row in summary.per_query:
+        cb, rag = row.outcomes.get("closed_book"), row.outcomes.get("rag")
         if cb is None or rag is None:
             continue
-        kind = _get(row, "top1_kind") or "none"
-        qid = _get(row, "query_id")
+        kind = row.top1_kind or "none"
+        qid = row.query_id
         title = f"{qid}: rag top-1 was {_KIND_LABEL.get(kind, kind)}"
         cells[(cb, rag)].append({"qid": qid, "kind": kind, "title": title})
     grid = [
@@ -330,20 +314,20 @@ def _attribution_view(summary: Any) -> dict:
     return {"rows": rows, "grid": grid if any(cells.values()) else [], "kinds": kinds}
 
 
-def _domain_view(summary: Any) -> dict:
+def _domain_view(summary: RunSummary) -> dict:
     """Per domain: retrieval exec@1 and each condition's pass rate."""
-    by_domain = _get(summary, "by_domain") or {}
-    retr = _get(_get(_get(summary, "retrieval"), "diagnostics"), "by_domain") or {}
-    conds = list(_get(summary, "conditions") or {})
+    by_domain = summary.by_domain
+    retr = summary.retrieval.diagnostics.get("by_domain") or {}
+    conds = list(summary.conditions)
     rows = []
     for d in sorted(set(by_domain) | set(retr)):
         r = retr.get(d) or {}
         cells = []
         for c in conds:
-            cell = _get(by_domain.get(d), c) or {}
-            cells.append({"rate": _get(cell, "pass_rate"), "n": _get(cell, "n", 0)})
+            cell = by_domain.get(d, {}).get(c)
+            cells.append({"rate": cell.pass_rate if cell else None, "n": cell.n if cell else 0})
         rows.append(
-            {"domain": d, "n_queries": _get(r, "n_queries", "-"), "exec1": _get(r, "exec@1"), "cells": cells}
+            {"domain": d, "n_queries": r.get("n_queries", "-"), "exec1": r.get("exec@1"), "cells": cells}
         )
     return {"conditions": conds, "rows": rows}
 
@@ -371,7 +355,7 @@ def _trajectory(rec: RunRecord) -> list[dict] | None:
             steps.append(
                 {"head": step.get("type", "step"), "lines": _code_lines(str(step.get("content", "")))}
             )
-    stats = rec.tool_stats or {}
+    stats = rec.tool_stats.to_json_dict() if rec.tool_stats is not None else {}
     summary = ", ".join(
         f"{k.replace('_', ' ')} {v}"
         for k, v in stats.items()
@@ -428,7 +412,7 @@ class _QueryViews:
         self.pool = pool
         self.queries = {q.query_id: q for q in pool.queries} if pool else {}
         self.metas = pool.distractor_meta() if pool else {}
-        self.retrieved = {_get(q, "query_id"): q for q in _get(run.retrieval, "per_query") or []}
+        self.retrieved = {q.query_id: q for q in run.retrieval.per_query} if run.retrieval else {}
 
     def snippet(self, corpus_id: str, for_query: str) -> dict:
         meta = self.metas.get(corpus_id)
@@ -507,9 +491,10 @@ class _QueryViews:
         ]
         return {"conditions": [r.condition for r in recs], "with_context": ctx is not None, "rows": rows}
 
-    def top_results(self, qid: str) -> list:
+    def top_results(self, qid: str) -> list[TopResult]:
         """The query's first five retrieved snippets, as the retrieval results hold them."""
-        return list(_get(self.retrieved.get(qid), "top_results") or [])[:5]
+        row = self.retrieved.get(qid)
+        return row.top_results[:5] if row is not None else []
 
     def condition(self, rec: RunRecord) -> dict:
         context = None

@@ -9,7 +9,7 @@ two runs share). Rows are ranked by the primary metric, the rag pass rate (the f
 matrix has no rag condition), ties in matrix order.
 
 Written as ``leaderboard.json`` and ``leaderboard.html`` in the matrix directory; :func:`print_leaderboard`
-shows it in the terminal.
+(in :mod:`.terminal`) shows it in the terminal.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ __all__ = [
     "Leaderboard",
     "LeaderboardRow",
     "build_leaderboard",
-    "print_leaderboard",
+    "table_rows",
+    "CAPTION",
     "render_leaderboard_html",
     "write_leaderboard",
 ]
@@ -124,7 +125,6 @@ def build_leaderboard(
                 for cmp in comparisons
                 if cmp.other == c["name"]
             }
-        retrieval = summary.get("retrieval")
         rows.append(
             LeaderboardRow(
                 rank=0,
@@ -136,12 +136,9 @@ def build_leaderboard(
                 retriever_kind=c["retriever_kind"],
                 complete=(run.path / "summary.json").exists(),
                 n_records=len(run.records),
-                conditions={k: _plain(v) for k, v in summary["conditions"].items()},
-                retrieval={
-                    "metrics": dict(_plain(retrieval.get("metrics")) or {}),
-                    "ci95": dict(_plain(retrieval.get("ci95")) or {}),
-                },
-                llm=_plain(summary.get("llm")) or {},
+                conditions={k: v.to_json_dict() for k, v in summary.conditions.items()},
+                retrieval={"metrics": dict(summary.retrieval.metrics), "ci95": dict(summary.retrieval.ci95)},
+                llm=summary.llm.to_json_dict(),
                 vs_baseline=vs,
             )
         )
@@ -156,7 +153,7 @@ def build_leaderboard(
     return Leaderboard(
         matrix=str(path),
         pool=base_run.config.pool,
-        n_queries=base_run.summary.get("n_queries"),
+        n_queries=base_run.summary.n_queries,
         conditions=conditions,
         scoring=scoring(base_run.retrieval),
         primary_metric=primary,
@@ -164,11 +161,6 @@ def build_leaderboard(
         bootstrap={"seed": seed, "n_resamples": n_resamples},
         rows=rows,
     )
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "to_json_dict", None) or getattr(value, "model_dump", None)
-    return dump() if dump is not None else value
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -225,34 +217,11 @@ def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-_CAPTION = (
+CAPTION = (
     "rates with 95% CIs (pass rates: Wilson; exec@1: bootstrap); Δ = this minus the baseline on shared "
     "queries with its paired-bootstrap 95% CI; disc. = queries only the baseline / only this one passes; "
     "p = exact McNemar; bold: p < 0.05"
 )
-
-
-def print_leaderboard(board: Leaderboard, console: Any = None) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    b = board.baseline
-    table = Table(
-        title=f"leaderboard on {board.pool} ({board.n_queries} queries), baseline #{b['index']} "
-        f"{b['agent']} + {b['retriever']}",
-        box=box.SIMPLE_HEAD,
-        caption=_CAPTION,
-    )
-    header, rows = table_rows(board)
-    for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i in (2, 3) else "right", no_wrap=i not in (2, 3))
-    for r, cells in zip(board.rows, rows, strict=True):
-        d = (r.vs_baseline or {}).get(board.primary_metric) or {}
-        significant = d.get("p_value") is not None and d["p_value"] < 0.05
-        table.add_row(*cells, style="bold" if significant else None)
-    console.print(table)
 
 
 def render_leaderboard_html(board: Leaderboard) -> str:
@@ -288,7 +257,7 @@ def render_leaderboard_html(board: Leaderboard) -> str:
             board=board,
             header=header,
             rows=rows,
-            caption=_CAPTION,
+            caption=CAPTION,
             details=details,
             csp="default-src 'none'; style-src 'unsafe-inline'",
         )

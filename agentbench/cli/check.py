@@ -125,10 +125,10 @@ def check(
                 f"{run_dir} is scored on {scoring(run.retrieval)} but the baseline on "
                 f"{scoring(base.retrieval)}: their numbers are not comparable"
             )
-        if base.summary.get("n_queries") != run.summary.get("n_queries"):
+        if base.summary.n_queries != run.summary.n_queries:
             print(
-                f"agentbench: warning: the baseline has {base.summary.get('n_queries')} queries and the run "
-                f"{run.summary.get('n_queries')}; rates over different query sets are compared",
+                f"agentbench: warning: the baseline has {base.summary.n_queries} queries and the run "
+                f"{run.summary.n_queries}; rates over different query sets are compared",
                 file=sys.stderr,
             )
     enforce(

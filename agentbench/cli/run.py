@@ -157,7 +157,7 @@ def run(
     ] = OutputFormat.table,
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
-    from ..analysis import print_summary
+    from ..analysis.terminal import print_rerank, print_summary
     from ..api import evaluate_config, run_config
     from ..pipeline.outage import check_error_rate
 
@@ -218,7 +218,7 @@ def run(
         typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
     else:
         print_summary(result.summary)
-        _print_rerank(result.summary.get("rerank"))
+        print_rerank(result.summary.rerank)
         typer.echo(f"run directory: {result.run_dir}")
     check_error_rate(result.records, config.max_error_rate, result.run_dir)
     # exit 1 when a threshold is violated
@@ -235,7 +235,8 @@ def _run_matrix(
     as_json: bool | OutputFormat,
 ) -> None:
     """A matrix run (repeated --llm/--embedder/--agent/--retriever): agentbench.api.evaluate_matrix_config."""
-    from ..analysis.leaderboard import HTML_FILE, JSON_FILE, print_leaderboard
+    from ..analysis.leaderboard import HTML_FILE, JSON_FILE
+    from ..analysis.terminal import print_leaderboard
     from ..api import evaluate_matrix_config
     from ..pipeline.outage import check_error_rate
 
@@ -257,28 +258,3 @@ def _run_matrix(
     for run in result.runs:
         if run is not None:
             check_error_rate(run.records, config.max_error_rate, result.path)
-
-
-def _print_rerank(rr: dict | None) -> None:
-    """--rerank: pass rates with and without reranking, on the same held-out asserts."""
-    if not rr:
-        return
-
-    def fmt(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    if rr["name"] is None:
-        typer.echo(f"reranking skipped ({rr['skipped']}); every condition scored on held-out asserts")
-        return
-    cost = rr["cost"]
-    typer.echo(
-        f"reranking the top {rr['k']} with {rr['name']} (--visible-tests {rr['visible_tests']}); "
-        "every number on held-out asserts:"
-    )
-    typer.echo(f"  retrieval exec@1: {fmt(rr['exec@1_before'])} -> {fmt(rr['exec@1_after'])}")
-    typer.echo(
-        f"  end-to-end pass rate: rag {fmt(rr['rag_pass_rate'])} -> rag_reranked {fmt(rr['rag_reranked_pass_rate'])}"
-    )
-    typer.echo(
-        f"  cost: {cost['executions']} executions ({cost['executed_now']} run now), {cost['seconds']:.1f} s"
-    )

@@ -12,19 +12,62 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import AgentbenchError, ConfigError
+from ..models import Record
 
-__all__ = ["RunRecord", "RecordLog", "ContextKind", "ERROR_STATUSES", "write_error"]
+__all__ = ["RunRecord", "ToolStats", "RecordLog", "ContextKind", "ERROR_STATUSES", "write_error"]
 
 log = logging.getLogger(__name__)
 
 ContextKind = Literal["none", "canonical", "own_distractor", "other_snippet"]
 ERROR_STATUSES = ("llm_error", "infra_error")
 """Records that say nothing about the system under test: the model's service or the sandbox failed."""
+
+
+class ToolStats(Record):
+    """What a tool condition's agent did with the tools. The built-in loop writes every field; a plug-in
+    agent's record has only the counts the tools themselves saw (the loop-only fields are absent)."""
+
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "turns",
+            "valid_tool_calls",
+            "invalid_tool_calls",
+            "lenient_tool_calls",
+            "replies_without_call",
+            "submitted",
+            "protocol",
+            "visible_tests",
+        }
+    )
+
+    turns: int | None = None
+    """model replies (built-in loop)"""
+    tool_calls: int = 0
+    valid_tool_calls: int | None = None
+    invalid_tool_calls: int | None = None
+    """calls that named no tool or had unusable arguments (built-in loop)"""
+    lenient_tool_calls: int | None = None
+    """valid calls accepted in a looser format than the protocol's (fenced JSON; built-in loop)"""
+    replies_without_call: int | None = None
+    searches: int = 0
+    """search_code calls"""
+    test_runs: int = 0
+    """run_tests calls"""
+    searches_after_failing_tests: int = 0
+    """search_code calls after a run_tests that failed"""
+    submitted: bool | None = None
+    """the agent called submit (built-in loop)"""
+    budget_exhausted: str | None = None
+    """the budget it ran out of (``turns``, ``tool_calls``, ...), scored on its last code; None if none"""
+    protocol: Literal["native", "text"] | None = None
+    """how tool calls were exchanged: native function calling or the text protocol (built-in loop)"""
+    visible_tests: list[int] | None = None
+    """positions of the asserts run_tests ran; the others score the record"""
 
 
 class RunRecord(BaseModel):
@@ -64,10 +107,8 @@ class RunRecord(BaseModel):
     seconds: float = 0.0
     trajectory: list[dict[str, Any]] = Field(default_factory=list)
     """Tool conditions: every reply (with its tool calls and tokens) and tool result, in order."""
-    tool_stats: dict[str, Any] | None = None
-    """Tool conditions: turns, tool calls (valid/invalid), searches, test runs, searches after a failing
-    run_tests, ``submitted``, ``budget_exhausted`` (the budget it ran out of, scored on its last code) and
-    ``visible_tests`` (positions of the asserts run_tests ran; the others score the record)."""
+    tool_stats: ToolStats | None = None
+    """Tool conditions: what the agent did with the tools."""
 
     @property
     def key(self) -> tuple[str, str]:

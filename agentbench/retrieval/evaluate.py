@@ -9,7 +9,7 @@ fail rather than silently count as a miss (verdicts already obtained stay cached
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,7 +29,17 @@ from .metrics import (
 )
 from .ranking import Ranking
 from .rerank import HeldOutSplit, Reranking, rerank_stage
-from .results import RESULTS_VERSION, RetrievalResult
+from .results import (
+    RESULTS_VERSION,
+    Diagnostics,
+    QueryFailure,
+    QueryRow,
+    RerankResult,
+    RetrievalResult,
+    RunInfo,
+    Timing,
+    TopResult,
+)
 from .search import Hit, Searcher, open_searcher
 from .settings import RetrievalSettings
 
@@ -161,7 +171,7 @@ def evaluate_retrieval(
                 searcher.on_query = adv
             hits = searcher.search_many(texts, depth)
         errors = [
-            {"query_id": q.query_id, "error": e}
+            QueryFailure(query_id=q.query_id, error=e)
             for q, e in zip(pool.queries, getattr(searcher, "errors", None) or [], strict=False)
             if e
         ]
@@ -177,15 +187,15 @@ def evaluate_retrieval(
             embedder.use_cache(None)
             own_cache.close()
     ranking = Ranking(hits, verdicts, own_scores)
-    rr_info: dict | None = None
+    rr_result: RerankResult | None = None
     if rerank is not None:  # the rerank stage: reorder the top k, score both orders on held-out asserts
         reranked_ranking, rr_info, rr_details = rerank_stage(
             rerank, pool, ranking, executor, exec_cache, timeout, progress
         )
         rr_scored = _scored(pool, reranked_ranking, cutoffs, seed, n_resamples)
-        for entry, extra in zip(rr_scored["per_query"], rr_details, strict=True):
-            entry["rerank"] = extra
-        rr_info |= rr_scored
+        for row, extra in zip(rr_scored.per_query, rr_details, strict=True):
+            row.rerank = extra
+        rr_result = RerankResult(**rr_info, **rr_scored._asdict())
     reranked = time.perf_counter()
 
     scored = _scored(pool, ranking, cutoffs, seed, n_resamples)
@@ -193,63 +203,70 @@ def evaluate_retrieval(
     encode_s = getattr(embedder, "encode_seconds", 0.0)
     name = embedder.name if embedder is not None else searcher.name
     reused = getattr(searcher, "reused", None)
-    result = {
-        "schema_version": RESULTS_VERSION,
-        "model": name,
-        "embedder_config": embedder.config_key() if embedder is not None else {"retriever": name},
-        "pool": pool.name,
-        "pool_path": pool.path,
-        "n_queries": len(pool.queries),
-        "n_corpus": len(pool.corpus),
-        "ks": cutoffs,
-        "metrics": scored["metrics"],
-        "ci95": scored["ci95"],
-        "diagnostics": scored["diagnostics"],
-        "errors": errors,
-        "run_info": {
-            "executor": executor.config_key(),
-            "timeout": timeout,
-            "seed": seed,
-            "n_resamples": n_resamples,
-            "depth": depth,
-            "scored_on": "held_out" if rerank is not None or split is not None else "all",
-            "store": "memory" if reused is None else ("reused" if reused else "built"),
-            "collection": getattr(searcher, "collection_name", None),
-            "timing": {
-                "index_s": indexed - began,
-                "search_s": searched - indexed,
-                "execute_s": executed - searched,
-                "rerank_s": reranked - executed,
-                "metrics_s": finished - reranked,
-                "total_s": finished - began,
-                "encode_s": encode_s,
-                "load_s": getattr(embedder, "load_seconds", 0.0),
-            },
-        },
-        "per_query": scored["per_query"],
-    }
-    if rr_info is not None:
-        result["rerank"] = rr_info
-    return RetrievalResult.model_validate(result)
+    return RetrievalResult(
+        schema_version=RESULTS_VERSION,
+        model=name,
+        embedder_config=embedder.config_key() if embedder is not None else {"retriever": name},
+        pool=pool.name,
+        pool_path=pool.path,
+        n_queries=len(pool.queries),
+        n_corpus=len(pool.corpus),
+        ks=cutoffs,
+        metrics=scored.metrics,
+        ci95=scored.ci95,
+        diagnostics=scored.diagnostics,
+        errors=errors,
+        run_info=RunInfo(
+            executor=executor.config_key(),
+            timeout=timeout,
+            seed=seed,
+            n_resamples=n_resamples,
+            depth=depth,
+            scored_on="held_out" if rerank is not None or split is not None else "all",
+            store="memory" if reused is None else ("reused" if reused else "built"),
+            collection=getattr(searcher, "collection_name", None),
+            timing=Timing(
+                index_s=indexed - began,
+                search_s=searched - indexed,
+                execute_s=executed - searched,
+                rerank_s=reranked - executed,
+                metrics_s=finished - reranked,
+                total_s=finished - began,
+                encode_s=encode_s,
+                load_s=getattr(embedder, "load_seconds", 0.0),
+            ),
+        ),
+        per_query=scored.per_query,
+        rerank=rr_result,
+    )
 
 
-def _scored(pool: Pool, ranking: Ranking, cutoffs: list[int], seed: int, n_resamples: int) -> dict:
+class _Scored(NamedTuple):
+    """One order of the hits, scored: the fields a results file (and its rerank section) shares."""
+
+    metrics: dict[str, float]
+    ci95: dict[str, list[float | None] | None]
+    diagnostics: Diagnostics
+    per_query: list[QueryRow]
+
+
+def _scored(pool: Pool, ranking: Ranking, cutoffs: list[int], seed: int, n_resamples: int) -> _Scored:
     """Metrics, bootstrap intervals, diagnostics and per-query rows of one order of the hits."""
     records, per_query = _score(pool, ranking.hits, ranking.verdicts, ranking.scores)
-    return {
-        "metrics": aggregate(records, cutoffs),
-        "ci95": confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples),
-        "diagnostics": diagnostics(records, cutoffs),
-        "per_query": per_query,
-    }
+    return _Scored(
+        metrics=aggregate(records, cutoffs),
+        ci95=confidence_intervals(records, cutoffs, seed=seed, n_resamples=n_resamples),
+        diagnostics=Diagnostics.model_validate(diagnostics(records, cutoffs)),
+        per_query=per_query,
+    )
 
 
 def _score(
     pool: Pool, hits: list[list[Hit]], verdicts: list, own_scores: list[dict[str, float]]
-) -> tuple[list[QueryRecord], list[dict]]:
-    """Per-query records (for the metrics) and results-file entries, for hits in the given order."""
+) -> tuple[list[QueryRecord], list[QueryRow]]:
+    """Per-query records (for the metrics) and results-file rows, for hits in the given order."""
     records: list[QueryRecord] = []
-    per_query: list[dict] = []
+    per_query: list[QueryRow] = []
     for q, q_hits, q_verdicts, scores in zip(pool.queries, hits, verdicts, own_scores, strict=True):
         ranked = []
         top_results = []
@@ -263,15 +280,15 @@ def _score(
             )
             if hit.rank <= TOP_RESULTS:
                 top_results.append(
-                    {
-                        "rank": hit.rank,
-                        "corpus_id": hit.corpus_id,
-                        "label": snippet.label,
-                        "bug_type": bug,
-                        "similarity": hit.score,
-                        "passes_all_tests": verdict.passed,
-                        "test_results": list(verdict.results),
-                    }
+                    TopResult(
+                        rank=hit.rank,
+                        corpus_id=hit.corpus_id,
+                        label=snippet.label,
+                        bug_type=bug,
+                        similarity=hit.score,
+                        passes_all_tests=verdict.passed,
+                        test_results=list(verdict.results),
+                    )
                 )
         retrieved = {h.corpus_id for h in q_hits}
         unseen_canonicals = sum(c not in retrieved for c in set(q.correct_corpus_ids))
@@ -285,11 +302,11 @@ def _score(
             )
         )
         per_query.append(
-            {
-                "query_id": q.query_id,
-                "query": q.query,
-                "correct_corpus_ids": list(q.correct_corpus_ids),
-                "top_results": top_results,
-            }
+            QueryRow(
+                query_id=q.query_id,
+                query=q.query,
+                correct_corpus_ids=list(q.correct_corpus_ids),
+                top_results=top_results,
+            )
         )
     return records, per_query

@@ -234,9 +234,8 @@ def retrieve_all(
     from .execution import make_executor
     from .execution.cache import ExecCache
     from .pools import load_pool
-    from .retrieval import EmbeddingCache, evaluate_retrieval, parse_embedder
+    from .retrieval import EmbedderSpec, EmbeddingCache, build_embedder, evaluate_retrieval
     from .retrieval.plugin import check_retriever
-    from .retrieval.rerank import reranking_for
     from .retrieval.store import check_server
 
     if settings is not None and options:
@@ -244,11 +243,12 @@ def retrieve_all(
     settings = settings or retrieval_settings(**options)
     if not embedders and not retrievers:
         embedders = [DEFAULT_EMBEDDER]
-    parsed = [parse_embedder(s) for s in dict.fromkeys(embedders)]
+    specs = [EmbedderSpec.parse(s) for s in dict.fromkeys(embedders)]
+    parsed = [build_embedder(s) for s in specs]
     for e in parsed:  # missing keys or models fail here, before any work
         e.check()
     plugins = [check_retriever(r) for r in retrievers]  # import and signature problems, before any work
-    reranking = reranking_for(settings)
+    reranking = settings.reranking()
     loaded = load_pool(pool)
     for e in parsed:  # a --chroma-url server that is down fails here, before the sandbox starts
         check_server(settings.chroma_url, e)

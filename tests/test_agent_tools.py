@@ -16,7 +16,7 @@ from agentbench.llm import LLMClient
 from agentbench.llm._litellm import litellm_module, register_provider
 from agentbench.pipeline import RunConfig
 from agentbench.pools import load_pool
-from agentbench.retrieval.rerank import VisibleTests, split_tests
+from agentbench.pools.split import VisibleTests, split_tests
 
 from .conftest import core_subset
 

@@ -82,7 +82,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory):
     )
 
     def retrieval(pool, embedder, *a, **k):
-        counts["retrievals"].append(k.get("retriever_name") or embedder)
+        counts["retrievals"].append(k.get("retriever_name") or str(embedder))  # the parsed --embedder
         return real_retrieval(pool, embedder, *a, **k)
 
     def encode(self, texts, kind):

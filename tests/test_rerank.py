@@ -20,23 +20,29 @@ from agentbench.errors import ConfigError
 from agentbench.execution import ProcessExecutor
 from agentbench.execution.cache import ExecCache
 from agentbench.pools import load_pool
+from agentbench.pools.split import VisibleTests, split_tests
 from agentbench.retrieval import evaluate_retrieval
 from agentbench.retrieval.rerank import (
     Candidate,
+    ConsensusStats,
     Reranker,
     RerankerUnavailable,
     Reranking,
     RerankInput,
     RerankOutcome,
+    RerankStats,
     Sandbox,
-    VisibleTests,
     VisibleTestsReranker,
+    VisibleTestsStats,
     make_reranking,
     parse_reranker,
-    split_tests,
+    register,
+    registered,
 )
-from agentbench.retrieval.rerank_ce import CrossEncoderReranker
-from agentbench.retrieval.rerank_consensus import ConsensusReranker, consensus_scores, derive_inputs
+from agentbench.retrieval.rerank.ce import CrossEncoderReranker
+from agentbench.retrieval.rerank.consensus import ConsensusReranker, consensus_scores, derive_inputs
+from agentbench.retrieval.results import RetrievalResult
+from agentbench.retrieval.settings import RetrievalSettings
 
 from .conftest import ROOT, write_rows
 
@@ -173,6 +179,60 @@ def test_unknown_reranker_names_every_form() -> None:
         make_reranking("exec-visible", "0.5", 0)
 
 
+def test_settings_give_the_rerank_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert RetrievalSettings().reranking() is None
+    stage = RetrievalSettings(rerank="exec-visible", rerank_k=3, visible_tests="2", seed=5).reranking()
+    assert isinstance(stage.reranker, VisibleTestsReranker)
+    assert (stage.k, str(stage.visible), stage.seed, stage.skipped) == (3, "2", 5, None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    skipped = RetrievalSettings(rerank="ce:no-such-org/no-such-cross-encoder").reranking()
+    assert skipped.reranker is None and skipped.name is None and "skipping reranking" in skipped.skipped
+
+
+class Shortest(Reranker):
+    """A reranker from outside the package: shortest code first."""
+
+    name = form = "shortest"
+
+    def rerank(self, inputs, sandbox):
+        return [
+            RerankOutcome(sorted(range(len(i.candidates)), key=lambda j: len(i.candidates[j].code)))
+            for i in inputs
+        ]
+
+
+def test_a_registered_reranker_plugs_in_without_editing_the_stage(
+    monkeypatch: pytest.MonkeyPatch, pool_dir: Path, executor, tmp_path: Path
+) -> None:
+    from agentbench.retrieval.rerank import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # undone after the test
+    assert list(registered()) == ["exec-visible", "exec-consensus", "ce:<model-name-or-path>"]
+    with pytest.raises(ConfigError, match="shortest"):
+        RetrievalSettings(rerank="shortest")
+    register(Shortest)
+    with pytest.raises(ConfigError, match="already registered"):
+        register(Shortest)
+    with pytest.raises(ConfigError) as err:
+        parse_reranker("magic")
+    assert "shortest" in str(err.value)
+    stage = RetrievalSettings(rerank=" shortest ", rerank_k=3).reranking()
+    assert isinstance(stage.reranker, Shortest)
+    res = evaluate_retrieval(
+        load_pool(pool_dir),
+        "bm25",
+        executor,
+        rerank=stage,
+        progress=False,
+        n_resamples=20,
+        exec_cache=ExecCache(tmp_path / "exec.sqlite"),
+    )
+    assert res.rerank.name == "shortest" and type(res.rerank.stats) is RerankStats
+    for q in res.rerank.per_query:
+        lengths = [len(load_pool(pool_dir).snippet(t.corpus_id).code) for t in q.top_results[:3]]
+        assert lengths == sorted(lengths)
+
+
 class Spy(Reranker):
     """Records what it was given and reverses the order."""
 
@@ -207,20 +267,21 @@ def test_reranker_sees_only_visible_asserts(pool_dir: Path, executor, tmp_path: 
         for held in split.held_out:
             assert held not in dumped, "a held-out assert reached the reranker"
         assert [c.corpus_id for c in seen.candidates] == [
-            h["corpus_id"]
-            for h in next(p for p in res["per_query"] if p["query_id"] == q.query_id)["top_results"]
+            h.corpus_id for h in next(p for p in res.per_query if p.query_id == q.query_id).top_results
         ][:3]
     # metrics are computed on held-out asserts, for the baseline and the reranked order alike
-    assert res["run_info"]["scored_on"] == "held_out" and res["rerank"]["scored_on"] == "held_out"
-    for entry in (*res["per_query"], *res["rerank"]["per_query"]):
-        q = next(q for q in pool.queries if q.query_id == entry["query_id"])
+    assert res.run_info.scored_on == "held_out" and res.rerank.scored_on == "held_out"
+    for entry in (*res.per_query, *res.rerank.per_query):
+        q = next(q for q in pool.queries if q.query_id == entry.query_id)
         n_held = len(reranking.split(q).held_out)
-        assert all(len(t["test_results"]) == n_held for t in entry["top_results"])
-    reordered = res["rerank"]["per_query"][0]["top_results"]
-    baseline = res["per_query"][0]["top_results"]
-    assert [t["corpus_id"] for t in reordered[:3]] == [t["corpus_id"] for t in baseline[:3]][::-1]
-    assert [t["corpus_id"] for t in reordered[3:]] == [t["corpus_id"] for t in baseline[3:]]
-    assert [t["rank"] for t in reordered] == list(range(1, len(reordered) + 1))
+        assert all(len(t.test_results) == n_held for t in entry.top_results)
+    reordered = res.rerank.per_query[0].top_results
+    baseline = res.per_query[0].top_results
+    assert [t.corpus_id for t in reordered[:3]] == [t.corpus_id for t in baseline[:3]][::-1]
+    assert [t.corpus_id for t in reordered[3:]] == [t.corpus_id for t in baseline[3:]]
+    assert [t.rank for t in reordered] == list(range(1, len(reordered) + 1))
+    # a reranker without statistics writes {}
+    assert type(res.rerank.stats) is RerankStats and res.rerank.to_json_dict()["stats"] == {}
 
 
 # ---------------------------------------------------------------- exec-visible
@@ -280,7 +341,8 @@ def test_consensus_picks_the_canonical_when_it_is_the_majority(executor, tmp_pat
     assert outcome.details["unique_winner"] is True
     assert outcome.details["defines_function"] == 5 and outcome.details["inputs"] >= 3
     summary = ConsensusReranker().summarize([outcome])
-    assert summary["unique_winner"] == 1 and summary["inputs_total"] == outcome.details["inputs"]
+    assert isinstance(summary, ConsensusStats)
+    assert summary.unique_winner == 1 and summary.inputs_total == outcome.details["inputs"]
 
 
 def test_consensus_ties_prefer_varied_behaviour_then_vector_order(executor, tmp_path: Path) -> None:
@@ -384,6 +446,13 @@ def test_cli_retrieve_prints_before_and_after(name: str, pool_dir: Path, tmp_pat
     assert rr["cost"]["executions"] == sum(min(10, 8) for _ in range(2)) and rr["cost"]["seconds"] >= 0
     if name == "exec-consensus":
         assert "unique consensus winner" in proc.stdout and rr["stats"]["inputs_total"] > 0
+    # read back, the statistics are the reranker's own model, and they write the same JSON
+    typed = RetrievalResult.model_validate(result)
+    assert (
+        type(typed.rerank.stats)
+        is {"exec-visible": VisibleTestsStats, "exec-consensus": ConsensusStats}[name]
+    )
+    assert typed.to_json_dict() == result
 
 
 def test_cli_retrieve_skips_missing_cross_encoder_with_one_line(pool_dir: Path, tmp_path: Path) -> None:

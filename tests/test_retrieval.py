@@ -24,9 +24,10 @@ import pytest
 
 from agentbench.errors import ConfigError
 from agentbench.execution import ProcessExecutor
+from agentbench.pipeline import RunConfig
 from agentbench.pools import build_pool, load_pool, read_sources, write_pool
 from agentbench.pools.io import CORE_POOL_DIR, CORE_SOURCES_DIR
-from agentbench.retrieval import EmbeddingCache, open_searcher, parse_embedder
+from agentbench.retrieval import EmbedderSpec, EmbeddingCache, build_embedder, open_searcher, parse_embedder
 from agentbench.retrieval.bm25 import split_identifier, tokenize_code
 from agentbench.retrieval.embedders import MINILM_PACKAGE, SentenceTransformerEmbedder
 from agentbench.retrieval.search import tie_key
@@ -94,6 +95,32 @@ def test_embedder_options() -> None:
         parse_embedder("litellm:text-embedding-3-small?batch_size=many")
     with pytest.raises(ConfigError, match="out of range"):
         parse_embedder("st:x?batch_size=0")
+
+
+def test_embedder_spec_is_parsed_once_into_a_typed_value(tmp_path: Path) -> None:
+    spec = EmbedderSpec.parse(" st:some/model?batch_size=8&trust_remote_code=yes ")
+    assert (spec.kind, spec.model, spec.text) == (
+        "st",
+        "some/model",
+        "st:some/model?batch_size=8&trust_remote_code=yes",
+    )
+    assert dict(spec.options) == {"batch_size": 8, "trust_remote_code": True} and not spec.sparse
+    assert EmbedderSpec.parse(spec) is spec and str(spec) == spec.text
+    assert (
+        EmbedderSpec.parse("bm25?k1=1.2").sparse
+        and EmbedderSpec.parse("litellm:openai/x").model == "openai/x"
+    )
+    built = build_embedder(spec)
+    assert (
+        isinstance(built, SentenceTransformerEmbedder) and built.name == spec.text and built.batch_size == 8
+    )
+    # a run configuration parses its --embedder when it is made: a bad one fails there, in one line
+    assert RunConfig(embedder="bm25?b=0.5").embedder_spec == EmbedderSpec.parse("bm25?b=0.5")
+    with pytest.raises(ConfigError, match="unknown embedder 'word2vec'") as err:
+        RunConfig(embedder="word2vec", run_dir=str(tmp_path / "run"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="unknown option 'k3'"):
+        RunConfig(embedder="bm25?k3=1")
 
 
 def test_st_model_missing_offline_is_a_config_error(monkeypatch) -> None:

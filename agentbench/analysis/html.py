@@ -460,7 +460,7 @@ class _QueryViews:
         if not getattr(config, "rerank", None):
             return list(query.test_suite)
         try:
-            from ..retrieval.rerank import VisibleTests, split_tests
+            from ..pools.split import VisibleTests, split_tests
 
             visible = VisibleTests.parse(config.visible_tests)
             return list(split_tests(query.test_suite, visible, config.seed, qid).held_out)

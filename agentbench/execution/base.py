@@ -12,7 +12,20 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Job", "ExecResult", "Executor", "PASS", "FAIL", "TIMEOUT", "tests_sha256", "code_sha256"]
+from ..errors import ConfigError
+
+__all__ = [
+    "Job",
+    "ExecResult",
+    "Executor",
+    "PASS",
+    "FAIL",
+    "TIMEOUT",
+    "SANDBOX_KINDS",
+    "check_sandbox_kind",
+    "tests_sha256",
+    "code_sha256",
+]
 
 PASS = "pass"
 FAIL = "FAIL"
@@ -28,6 +41,15 @@ JOB_MEMORY_MB = 1024
 STARVED_RETRIES = 3
 STARVED_BACKOFF = 2.0
 INFRA = "ERROR:Infra"
+SANDBOX_KINDS = ("auto", "docker", "process")
+"""The executors ``--sandbox`` can name (see :func:`agentbench.execution.make_executor`)."""
+
+
+def check_sandbox_kind(kind: str) -> str:
+    """``kind`` if it names an executor, else a one-line ConfigError listing the ones that do."""
+    if kind not in SANDBOX_KINDS:
+        raise ConfigError(f"unknown sandbox {kind!r}: use one of {', '.join(SANDBOX_KINDS)}")
+    return kind
 
 
 def starved_error(cpu: float | None, wall: float, timeout: float, attempts: int) -> str:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 
 from ..errors import ConfigError, SandboxError
-from .base import Executor
+from .base import SANDBOX_KINDS, Executor, check_sandbox_kind
 from .process import ProcessExecutor
 
 __all__ = ["make_executor", "docker_status", "SANDBOX_KINDS"]
 
-SANDBOX_KINDS = ("auto", "docker", "process")
 _announced = False
 logger = logging.getLogger(__name__)
 
@@ -51,8 +50,7 @@ def make_executor(kind: str = "auto", workers: int | None = None, ray: str | Non
 
     With ``ray`` (a cluster address, ``--ray``) the jobs run on every node of that Ray cluster, each node
     with its own ``kind`` executor of ``workers`` workers (default: the node's CPUs)."""
-    if kind not in SANDBOX_KINDS:
-        raise ConfigError(f"unknown sandbox {kind!r}: use one of {', '.join(SANDBOX_KINDS)}")
+    check_sandbox_kind(kind)
     if workers is not None and workers < 1:
         raise ConfigError(f"--sandbox-workers must be at least 1, not {workers}")
     if ray is not None:

@@ -11,13 +11,14 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from ..agent.tools import Budget
 from ..errors import ConfigError
 from ..llm import DEFAULT_MODEL
 from ..pools.models import TEST_SETS
 from ..retrieval import DEFAULT_EMBEDDER
+from ..retrieval.embedder_spec import EmbedderSpec
 from ..retrieval.settings import RetrievalSettings
 from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_conditions
 
@@ -94,6 +95,8 @@ class RunConfig(RetrievalSettings):
         "results depend on the machine's speed).",
     )
 
+    _embedder_spec: EmbedderSpec | None = PrivateAttr(None)
+
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any) -> Any:
@@ -163,6 +166,7 @@ class RunConfig(RetrievalSettings):
             raise ConfigError(
                 "--prompt applies to the built-in agent; an --agent plug-in writes its own prompts"
             )
+        self._embedder_spec = EmbedderSpec.parse(self.embedder)  # parsed here once, nothing loaded
         return self
 
     def validate_values(self) -> RunConfig:
@@ -172,6 +176,11 @@ class RunConfig(RetrievalSettings):
     def budget(self) -> Budget:
         """The per-task limits of the tool-using conditions."""
         return Budget(self.max_turns, self.max_tool_calls, self.max_agent_tokens, self.max_agent_seconds)
+
+    @property
+    def embedder_spec(self) -> EmbedderSpec:
+        """The parsed ``--embedder`` value."""
+        return self._embedder_spec or EmbedderSpec.parse(self.embedder)
 
     @property
     def agent_name(self) -> str:

@@ -27,9 +27,9 @@ from ..llm import LLMClient
 from ..llm.processes import auto_processes
 from ..pools import Pool, Query, load_pool
 from ..pools.models import DistractorMeta
+from ..pools.split import HeldOutSplit
 from ..progress import stderr
 from ..retrieval import evaluate_retrieval
-from ..retrieval.rerank import HeldOutSplit, reranking_for
 from ..retrieval.results import RetrievalResult
 from ..retrieval.store import check_server
 from .conditions import Condition, PlanInputs, get_condition, uses_tools
@@ -473,7 +473,7 @@ def run_pipeline(
 
         retriever = plugin_searcher(retriever, pool, retriever_name)
     else:  # a --chroma-url server that is down fails before a run directory exists
-        check_server(config.chroma_url, config.embedder)
+        check_server(config.chroma_url, config.embedder_spec)
     directory = RunDirectory.create(config)
     try:
         return _run_in(
@@ -515,7 +515,7 @@ def _run_in(
     if config.retry_errors:  # an outage of the model's service or the sandbox is not a result: redo it
         done = {key: r for key, r in done.items() if r.scored}
     exec_cache = exec_cache if exec_cache is not None else ExecCache()
-    reranking = reranking_for(config)
+    reranking = config.reranking()
     # --rerank or a tool condition (run_tests sees the visible asserts): every condition on held-out ones
     split = reranking or (HeldOutSplit(config.visible, config.seed) if tooled and config.visible else None)
     suites = {q.query_id: split.split(q).held_out if split else tuple(q.test_suite) for q in pool.queries}
@@ -528,7 +528,7 @@ def _run_in(
         if retrieval is None:
             retrieval = evaluate_retrieval(
                 pool,
-                config.embedder,
+                config.embedder_spec,
                 executor,
                 config.retrieval_settings(),
                 retriever=retriever,

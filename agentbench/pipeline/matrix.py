@@ -272,7 +272,7 @@ def _difference(previous: Any, combos: list[Combination]) -> str | None:
 def check_combinations(combos: Sequence[Combination]) -> None:
     """Every agent, embedder and plug-in of the matrix is usable (keys, models, imports, templates): a
     problem with the last combination fails before the first one runs."""
-    from ..retrieval import parse_embedder
+    from ..retrieval import build_embedder
     from ..retrieval.plugin import check_retriever
 
     seen: set[Entry] = set()
@@ -283,7 +283,7 @@ def check_combinations(combos: Sequence[Combination]) -> None:
         if c.retriever not in seen:
             seen.add(c.retriever)
             if c.retriever.kind == "embedder":
-                parse_embedder(c.retriever.name).check()
+                build_embedder(c.config.embedder_spec).check()
             else:
                 check_retriever(c.retriever.obj if c.retriever.obj is not None else c.retriever.name)
 

@@ -16,7 +16,8 @@ from ..errors import SandboxError
 from ..execution import Executor, Job
 from ..execution.cache import ExecCache, run_cached
 from ..pools import Pool, Query
-from ..retrieval.rerank import HeldOutSplit, Reranking
+from ..pools.split import HeldOutSplit
+from ..retrieval.rerank import Reranking
 from .config import RunConfig
 
 __all__ = ["RunTools"]
@@ -48,12 +49,11 @@ class RunTools:
             if self.retriever is not None:  # the plug-in's searcher, as retrieval used it
                 self._searcher = self.retriever
             else:
-                from ..retrieval import open_searcher, parse_embedder
+                from ..retrieval import build_embedder, open_searcher
 
-                embedder = parse_embedder(self.config.embedder)
                 self._searcher = open_searcher(
                     self.pool,
-                    embedder,
+                    build_embedder(self.config.embedder_spec),
                     store_dir=self.config.store_dir,
                     chroma_url=self.config.chroma_url,
                     progress=False,

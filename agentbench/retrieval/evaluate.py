@@ -17,9 +17,11 @@ from ..errors import ConfigError, PoolError, SandboxError
 from ..execution import Executor, Job
 from ..execution.cache import ExecCache, run_cached
 from ..pools.models import Pool, Query
+from ..pools.split import HeldOutSplit
 from ..progress import progress_bar
 from .embcache import EmbeddingCache
-from .embedders import DenseEmbedder, Embedder, parse_embedder
+from .embedder_spec import EmbedderSpec
+from .embedders import DenseEmbedder, Embedder, build_embedder
 from .metrics import (
     QueryRecord,
     Ranked,
@@ -28,7 +30,7 @@ from .metrics import (
     diagnostics,
 )
 from .ranking import Ranking
-from .rerank import HeldOutSplit, Reranking, rerank_stage
+from .rerank.stage import Reranking, rerank_stage
 from .results import (
     RESULTS_VERSION,
     Diagnostics,
@@ -98,7 +100,7 @@ def _execute(
 
 def evaluate_retrieval(
     pool: Pool,
-    embedder_spec: str | Embedder | None,
+    embedder_spec: str | EmbedderSpec | Embedder | None,
     executor: Executor,
     settings: RetrievalSettings | None = None,
     *,
@@ -111,8 +113,8 @@ def evaluate_retrieval(
     rerank: Reranking | None = None,
     split: HeldOutSplit | None = None,
 ) -> RetrievalResult:
-    """Score ``embedder_spec`` on ``pool`` under ``settings`` (cutoffs, store, timeout, seed; the pool is
-    already limited); returns the results dict (see the module docstring).
+    """Score ``embedder_spec`` (an embedder, or an ``--embedder`` value parsed or not) on ``pool`` under
+    ``settings`` (cutoffs, store, timeout, seed; the pool is already limited); see the module docstring.
 
     ``exec_cache=None`` runs every execution; ``embed_cache=None`` uses the default on-disk embedding cache
     unless the embedder already has one (so warm reruns never load the model).
@@ -141,7 +143,11 @@ def evaluate_retrieval(
     if retriever is None:
         if embedder_spec is None:
             raise ConfigError("no embedder and no retriever given")
-        embedder = parse_embedder(embedder_spec) if isinstance(embedder_spec, str) else embedder_spec
+        embedder = (
+            embedder_spec
+            if isinstance(embedder_spec, Embedder)
+            else build_embedder(EmbedderSpec.parse(embedder_spec))
+        )
         embedder.check()
         if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
             own_cache = embed_cache = EmbeddingCache()

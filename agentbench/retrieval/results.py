@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 
 from ..models import Record
+from .rerank.base import RerankStats
+from .rerank.consensus import ConsensusStats
+from .rerank.registry import stats_model_for
+from .rerank.visible import VisibleTestsStats
 
 __all__ = [
     "RESULTS_VERSION",
@@ -130,11 +134,25 @@ class RerankResult(Record):
     n_held_out: int
     top1_changed: int
     cost: RerankCost
-    stats: dict[str, Any]
+    stats: VisibleTestsStats | ConsensusStats | RerankStats
+    """The reranker's own statistics (its :attr:`~.rerank.base.Reranker.stats_model`); ``{}`` for a
+    reranker without statistics or a skipped reranking."""
     metrics: dict[str, Number]
     ci95: dict[str, list[Number | None] | None]
     diagnostics: Diagnostics
     per_query: list[QueryRow]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stats_of_the_reranker(cls, data: Any) -> Any:
+        """Read ``stats`` as the model of the reranker ``name`` names, not by guessing from its keys."""
+        if isinstance(data, dict) and isinstance(data.get("stats"), dict):
+            try:
+                stats = stats_model_for(data.get("name")).model_validate(data["stats"])
+            except ValidationError:  # another tool's or version's statistics: kept as they are
+                return data
+            data = {**data, "stats": stats}
+        return data
 
 
 class RetrievalResult(Record):

@@ -3,7 +3,7 @@
 ``agentbench retrieve``, ``agentbench run`` (whose :class:`~agentbench.pipeline.RunConfig` extends this
 model), :func:`agentbench.retrieve` and :func:`agentbench.retrieve_all` all take these fields; the CLI
 builds its options from the field descriptions, so a default, a bound or a help text cannot drift between
-them. Settings are immutable once validated; ``--rerank`` is parsed here, once.
+them. Settings are immutable once validated; ``--rerank`` and ``--visible-tests`` are parsed here, once.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..errors import ConfigError
-from ._defaults import DEFAULT_KS
+from ..execution.base import SANDBOX_KINDS, check_sandbox_kind
+from ..pools.split import DEFAULT_VISIBLE, VisibleTests
+from ._defaults import DEFAULT_KS, DEFAULT_RERANK_K
 
 if TYPE_CHECKING:
-    from .rerank import Reranker, VisibleTests
+    from .rerank import Reranker, Reranking
 
-__all__ = ["RetrievalSettings", "SANDBOX_KINDS", "flag", "config_error", "settings_from"]
+__all__ = ["RetrievalSettings", "flag", "config_error", "settings_from"]
 
-SANDBOX_KINDS = ("auto", "docker", "process")
 MAX_TIMEOUT_S = 3600.0
 """--timeout's upper bound: an hour of CPU for one execution (a larger value, or inf, is a typo)."""
 MAX_SANDBOX_WORKERS = 1024
@@ -57,7 +58,9 @@ class RetrievalSettings(BaseModel):
         None,
         description="Only a random sample of N queries, drawn with --seed (in pool order; after --limit).",
     )
-    sandbox: str = Field("auto", description="Executor: auto, docker or process.")
+    sandbox: str = Field(
+        "auto", description=f"Executor: {', '.join(SANDBOX_KINDS[:-1])} or {SANDBOX_KINDS[-1]}."
+    )
     sandbox_workers: int | None = Field(
         None, description="Parallel sandbox workers (default: cores; with --ray, per node)."
     )
@@ -80,11 +83,11 @@ class RetrievalSettings(BaseModel):
         "computed on held-out asserts, before and after.",
     )
     visible_tests: str = Field(
-        "0.5",
+        DEFAULT_VISIBLE,
         description="With --rerank or the agent conditions: visible asserts per query, a count N or a "
         "fraction; the rest are held out and score every condition.",
     )
-    rerank_k: int = Field(10, description="With --rerank: candidates reranked.")
+    rerank_k: int = Field(DEFAULT_RERANK_K, description="With --rerank: candidates reranked.")
 
     _reranker: Reranker | None = PrivateAttr(None)
     _visible: VisibleTests | None = PrivateAttr(None)
@@ -110,8 +113,7 @@ class RetrievalSettings(BaseModel):
             raise ConfigError(f"--limit must be at least 1, got {self.limit}")
         if self.sample is not None and self.sample < 1:
             raise ConfigError(f"--sample must be at least 1, got {self.sample}")
-        if self.sandbox not in SANDBOX_KINDS:
-            raise ConfigError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOX_KINDS)}")
+        check_sandbox_kind(self.sandbox)
         if self.sandbox_workers is not None and self.sandbox_workers < 1:
             raise ConfigError(f"--sandbox-workers must be at least 1, not {self.sandbox_workers}")
         if self.sandbox_workers is not None and self.sandbox_workers > MAX_SANDBOX_WORKERS:
@@ -143,7 +145,7 @@ class RetrievalSettings(BaseModel):
             from .store import parse_chroma_url
 
             parse_chroma_url(self.chroma_url)
-        from .rerank import VisibleTests, parse_reranker
+        from .rerank.registry import parse_reranker
 
         # parsed here once; no model is loaded until the reranker runs
         self._visible = VisibleTests.parse(self.visible_tests)
@@ -187,6 +189,15 @@ class RetrievalSettings(BaseModel):
     def visible(self) -> VisibleTests | None:
         """The parsed ``--visible-tests`` value."""
         return self._visible
+
+    def reranking(self) -> Reranking | None:
+        """The rerank stage of a run or a ``retrieve``: None without ``--rerank``; a reranker that cannot
+        run here is skipped with one logged line (see :meth:`.rerank.Reranking.prepare`)."""
+        if self._reranker is None or self._visible is None:
+            return None
+        from .rerank.stage import Reranking
+
+        return Reranking.prepare(self._reranker, self._visible, self.rerank_k, self.seed)
 
     def retrieval_settings(self) -> RetrievalSettings:
         """Only the retrieval fields (a :class:`RunConfig` passes itself on as these)."""

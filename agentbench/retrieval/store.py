@@ -33,7 +33,8 @@ from .._env import prepare_environment
 from ..errors import AgentbenchError, ConfigError, RetrievalError
 from ..pools.models import Pool
 from ..progress import progress_bar
-from .embedders import DenseEmbedder, Embedder, parse_embedder
+from .embedder_spec import EmbedderSpec
+from .embedders import DenseEmbedder, Embedder
 from .hits import Searcher, normalized_rows
 
 __all__ = [
@@ -106,13 +107,13 @@ def connect(store_dir: str | Path = "stores", chroma_url: str | None = None) -> 
     return client
 
 
-def check_server(chroma_url: str | None, embedder: str | Embedder | None) -> None:
+def check_server(chroma_url: str | None, embedder: EmbedderSpec | Embedder | None) -> None:
     """Fail fast, before any sandbox or run-directory work, when a dense embedder's ``--chroma-url``
     server cannot be reached (a RetrievalError naming the URL and how to start a server)."""
     if chroma_url is None or embedder is None:
         return
-    parsed = parse_embedder(embedder) if isinstance(embedder, str) else embedder
-    if isinstance(parsed, DenseEmbedder):
+    dense = not embedder.sparse if isinstance(embedder, EmbedderSpec) else isinstance(embedder, DenseEmbedder)
+    if dense:
         connect(chroma_url=chroma_url)
 
 

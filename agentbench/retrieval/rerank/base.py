@@ -1,7 +1,8 @@
 """What a reranker is given and returns, and the sandbox it runs candidates through.
 
-A leaf of the rerank stage: the rerankers (:mod:`.rerank_consensus`, :mod:`.rerank_ce`) and the stage
-itself (:mod:`.rerank`) import these types; nothing here imports a reranker.
+A leaf of the rerank stage: the rerankers (:mod:`.visible`, :mod:`.consensus`, :mod:`.ce`), their
+registry (:mod:`.registry`) and the stage itself (:mod:`.stage`) import these types; nothing here imports
+a reranker.
 """
 
 from __future__ import annotations
@@ -9,11 +10,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from ..errors import ConfigError, SandboxError
-from ..execution.base import DEFAULT_TIMEOUT, ExecResult, Executor, Job
-from ..execution.cache import ExecCache, run_cached
-from ..progress import progress_bar
+from pydantic import ConfigDict
+
+from ...errors import ConfigError, SandboxError
+from ...execution.base import DEFAULT_TIMEOUT, ExecResult, Executor, Job
+from ...execution.cache import ExecCache, run_cached
+from ...models import Record
+from ...progress import progress_bar
 
 __all__ = [
     "Candidate",
@@ -21,6 +26,7 @@ __all__ = [
     "RerankOutcome",
     "Reranker",
     "RerankerUnavailable",
+    "RerankStats",
     "Sandbox",
     "stable_order",
 ]
@@ -50,6 +56,15 @@ class RerankInput:
     candidates: tuple[Candidate, ...]
     test_setup: str = ""
     """The query's test setup (imports the asserts use); run before the visible asserts."""
+
+
+class RerankStats(Record):
+    """A reranker's statistics over all queries (``rerank.stats`` in a results file).
+
+    Rerankers with something to report subclass it; this empty model is what a reranker without
+    statistics (a cross-encoder) or a skipped reranking writes: ``{}``."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)  # the field docs go into docs/schema
 
 
 @dataclass
@@ -93,9 +108,26 @@ class Sandbox:
 
 
 class Reranker(ABC):
-    """Reorders each query's candidates; sees only :class:`RerankInput` (never held-out asserts)."""
+    """Reorders each query's candidates; sees only :class:`RerankInput` (never held-out asserts).
+
+    A subclass names the ``--rerank`` value it answers to (:attr:`form`, or :meth:`accepts` for a family
+    of values such as ``ce:<model>``) and is added to the stage with :func:`~.registry.register`."""
 
     name: str = "base"
+    form: ClassVar[str] = "base"
+    """The ``--rerank`` value, as listed in messages (``exec-visible``, ``ce:<model-name-or-path>``)."""
+    stats_model: ClassVar[type[RerankStats]] = RerankStats
+    """What :meth:`summarize` returns, and what a results file's ``rerank.stats`` is read back as."""
+
+    @classmethod
+    def accepts(cls, spec: str) -> bool:
+        """Whether the (stripped) ``--rerank`` value ``spec`` names this reranker."""
+        return spec == cls.form
+
+    @classmethod
+    def from_spec(cls, spec: str) -> Reranker:
+        """The reranker for an accepted ``--rerank`` value; no model is loaded yet."""
+        return cls()
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raise :class:`RerankerUnavailable` when the reranker cannot run here."""
@@ -104,9 +136,9 @@ class Reranker(ABC):
     def rerank(self, inputs: Sequence[RerankInput], sandbox: Sandbox) -> list[RerankOutcome]:
         """One outcome per input, in input order."""
 
-    def summarize(self, outcomes: Sequence[RerankOutcome]) -> dict:
+    def summarize(self, outcomes: Sequence[RerankOutcome]) -> RerankStats:
         """Reranker-specific statistics over all queries."""
-        return {}
+        return RerankStats()
 
 
 def stable_order(keys: Sequence) -> list[int]:

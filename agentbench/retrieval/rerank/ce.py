@@ -2,8 +2,8 @@
 
 The model is a local directory or a Hugging Face name already in the local cache (agentbench runs with
 ``HF_HUB_OFFLINE=1`` unless told otherwise). When it is neither, :meth:`CrossEncoderReranker.check` raises
-:class:`~.rerank.RerankerUnavailable` and the commands skip reranking with one line. Nothing is executed:
-the cost is model time only. Ties keep vector order.
+:class:`~.base.RerankerUnavailable` and the commands skip reranking with one line. Nothing is executed:
+the cost is model time only. Ties keep vector order. It reports no statistics (``rerank.stats`` is ``{}``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import ModelError
-from ._env import prepare_environment
-from .rerank_base import Reranker, RerankerUnavailable, RerankInput, RerankOutcome, Sandbox, stable_order
+from ..._env import prepare_environment
+from ...errors import ModelError
+from .base import Reranker, RerankerUnavailable, RerankInput, RerankOutcome, Sandbox, stable_order
 
 __all__ = ["CrossEncoderReranker"]
 
@@ -23,6 +23,16 @@ Scorer = Callable[[list[tuple[str, str]]], Sequence[float]]
 
 class CrossEncoderReranker(Reranker):
     """Orders candidates by cross-encoder score, highest first."""
+
+    form = "ce:<model-name-or-path>"
+
+    @classmethod
+    def accepts(cls, spec: str) -> bool:
+        return spec.startswith("ce:") and bool(spec[3:])
+
+    @classmethod
+    def from_spec(cls, spec: str) -> CrossEncoderReranker:
+        return cls(spec)
 
     def __init__(self, spec: str, scorer: Scorer | None = None) -> None:
         self.name = spec

@@ -26,10 +26,10 @@ import ast
 from collections import Counter
 from collections.abc import Sequence
 
-from ..execution.base import Job
-from .rerank_base import Reranker, RerankInput, RerankOutcome, Sandbox, stable_order
+from ...execution.base import Job
+from .base import Reranker, RerankInput, RerankOutcome, RerankStats, Sandbox, stable_order
 
-__all__ = ["ConsensusReranker", "derive_inputs", "probe_tests", "DEFAULT_MAX_INPUTS"]
+__all__ = ["ConsensusReranker", "ConsensusStats", "derive_inputs", "probe_tests", "DEFAULT_MAX_INPUTS"]
 
 DEFAULT_MAX_INPUTS = 32
 PROBE_SECONDS = 2.0  # per input; a looping candidate loses that input, not the whole job
@@ -276,10 +276,31 @@ def consensus_scores(behaviours: Sequence[Sequence[str] | None]) -> list[int]:
     return [-1 if b is None else sum(counts[i][b[i]] - 1 for i in range(n_inputs)) for b in behaviours]
 
 
+class ConsensusStats(RerankStats):
+    """``exec-consensus``'s statistics over all queries."""
+
+    inputs_total: int
+    """Inputs every candidate ran on, summed over queries."""
+    inputs_mean: float
+    """Inputs per query (2 decimals)."""
+    queries_without_inputs: int
+    """Queries with no input to run (no visible call to the function): vector order kept."""
+    unique_winner: int
+    """Queries whose winner was decided by agreement and behaviour diversity, not by vector order."""
+    unique_winner_share: float | None
+    """``unique_winner`` over the queries (4 decimals); None without queries."""
+    tie_broken_by_diversity: int
+    """Queries where candidates tied on agreement and the number of distinct behaviours decided."""
+    candidates_defining_function_mean: float
+    """Candidates per query that define the function the asserts call (2 decimals)."""
+
+
 class ConsensusReranker(Reranker):
     """``exec-consensus``: see the module docstring."""
 
     name = "exec-consensus"
+    form = "exec-consensus"
+    stats_model = ConsensusStats
 
     def __init__(self, max_inputs: int = DEFAULT_MAX_INPUTS) -> None:
         self.max_inputs = max_inputs
@@ -330,19 +351,19 @@ class ConsensusReranker(Reranker):
             )
         return outcomes
 
-    def summarize(self, outcomes: Sequence[RerankOutcome]) -> dict:
+    def summarize(self, outcomes: Sequence[RerankOutcome]) -> ConsensusStats:
         used = [o.details["inputs"] for o in outcomes]
         unique = sum(o.details["unique_winner"] for o in outcomes)
-        return {
-            "inputs_total": sum(used),
-            "inputs_mean": round(sum(used) / len(used), 2) if used else 0.0,
-            "queries_without_inputs": sum(u == 0 for u in used),
-            "unique_winner": unique,
-            "unique_winner_share": round(unique / len(outcomes), 4) if outcomes else None,
-            "tie_broken_by_diversity": sum(o.details.get("tie_broken_by_diversity", False) for o in outcomes),
-            "candidates_defining_function_mean": round(
+        return ConsensusStats(
+            inputs_total=sum(used),
+            inputs_mean=round(sum(used) / len(used), 2) if used else 0.0,
+            queries_without_inputs=sum(u == 0 for u in used),
+            unique_winner=unique,
+            unique_winner_share=round(unique / len(outcomes), 4) if outcomes else None,
+            tie_broken_by_diversity=sum(o.details.get("tie_broken_by_diversity", False) for o in outcomes),
+            candidates_defining_function_mean=round(
                 sum(o.details.get("defines_function", 0) for o in outcomes) / len(outcomes), 2
             )
             if outcomes
             else 0.0,
-        }
+        )

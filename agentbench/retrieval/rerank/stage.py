@@ -1,20 +1,22 @@
-"""Execution-aware reranking of the top-k retrieved snippets (``--rerank NAME``).
+"""The rerank stage: execution-aware reranking of the top-k retrieved snippets (``--rerank NAME``).
 
-Rerankers (:data:`RERANKER_FORMS`):
+Rerankers (see :mod:`.registry`):
 
 - ``exec-visible``: the agent knows some of the tests. Each candidate runs against the query's *visible*
-  asserts in the sandbox; candidates passing all of them move first, vector order kept among ties.
+  asserts in the sandbox; candidates passing all of them move first, vector order kept among ties
+  (see :mod:`.visible`).
 - ``exec-consensus``: no expected outputs known. Every candidate runs on inputs taken from the visible
   asserts' call arguments plus type-directed variations; the one agreeing most with the other candidates
-  wins (see :mod:`.rerank_consensus`).
+  wins (see :mod:`.consensus`).
 - ``ce:<model>``: a sentence-transformers cross-encoder scores (query, code) pairs; skipped with one line
-  when the model is not available offline (see :mod:`.rerank_ce`).
+  when the model is not available offline (see :mod:`.ce`).
 
 Leak-freedom. Each query's asserts are split, deterministically by seed and query id, into visible and
-held-out (:func:`split_tests`; at least one assert is always held out). A reranker only ever receives
-:class:`RerankInput` values, which carry the visible asserts and never the held-out ones, and with
-reranking on every metric, for the baseline and the reranked order alike, is computed on the held-out
-asserts only. Candidate code only runs through the executor (the sandbox) and the execution cache.
+held-out (:mod:`agentbench.pools.split`; at least one assert is always held out). A reranker only ever
+receives :class:`~.base.RerankInput` values, which carry the visible asserts and never the held-out ones,
+and with reranking on every metric, for the baseline and the reranked order alike, is computed on the
+held-out asserts only. Candidate code only runs through the executor (the sandbox) and the execution
+cache.
 """
 
 from __future__ import annotations
@@ -22,189 +24,25 @@ from __future__ import annotations
 import ast
 import builtins
 import logging
-import math
-import random
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from ..execution.base import DEFAULT_TIMEOUT, Executor, Job
-from ..execution.cache import ExecCache
-from ..pools.models import Pool, Query
-from .hits import Hit
-from .ranking import Ranking
-from .rerank_base import (
-    Candidate,
-    Reranker,
-    RerankerUnavailable,
-    RerankInput,
-    RerankOutcome,
-    Sandbox,
-    stable_order,
-)
-
-if TYPE_CHECKING:
-    from .settings import RetrievalSettings
+from ...errors import ConfigError
+from ...execution.base import DEFAULT_TIMEOUT, Executor
+from ...execution.cache import ExecCache
+from ...pools.models import Pool, Query
+from ...pools.split import DEFAULT_VISIBLE, HeldOutSplit, TestSplit, VisibleTests
+from .._defaults import DEFAULT_RERANK_K
+from ..hits import Hit
+from ..ranking import Ranking
+from .base import Candidate, Reranker, RerankerUnavailable, RerankInput, RerankOutcome, RerankStats, Sandbox
+from .registry import parse_reranker
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "RERANKER_FORMS",
-    "DEFAULT_RERANK_K",
-    "DEFAULT_VISIBLE",
-    "VisibleTests",
-    "TestSplit",
-    "split_tests",
-    "Candidate",
-    "RerankInput",
-    "RerankOutcome",
-    "Reranker",
-    "RerankerUnavailable",
-    "Sandbox",
-    "VisibleTestsReranker",
-    "Reranking",
-    "parse_reranker",
-    "make_reranking",
-    "entry_function",
-    "stable_order",
-    "HeldOutSplit",
-    "reranking_for",
-    "rerank_stage",
-]
-
-RERANKER_FORMS = "exec-visible, exec-consensus, ce:<model-name-or-path>"
-DEFAULT_RERANK_K = 10
-DEFAULT_VISIBLE = "0.5"
-
-
-# ---------------------------------------------------------------- the visible/held-out split
-
-
-@dataclass(frozen=True)
-class VisibleTests:
-    """How many asserts per query are visible: a count (``3``) or a fraction in (0, 1) (``0.5``)."""
-
-    count: int | None = None
-    fraction: float | None = None
-
-    @classmethod
-    def parse(cls, spec: str | int | float | VisibleTests) -> VisibleTests:
-        if isinstance(spec, VisibleTests):
-            return spec
-        text = str(spec).strip()
-        try:
-            if text.isdigit():
-                return cls(count=int(text))
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not 0 < value < 1:
-            raise ConfigError(
-                f"--visible-tests must be a count (0, 1, 2, ...) or a fraction between 0 and 1, not {text!r}"
-            )
-        return cls(fraction=value)
-
-    def n_visible(self, n_tests: int) -> int:
-        """Visible asserts out of ``n_tests``: never all of them (one at least stays held out); a fraction
-        rounds down but gives at least one visible assert when there are two or more."""
-        if n_tests <= 1:
-            return 0
-        wanted = self.count if self.count is not None else max(1, math.floor(self.fraction * n_tests))
-        return min(wanted, n_tests - 1)
-
-    def __str__(self) -> str:
-        return str(self.count) if self.count is not None else f"{self.fraction:g}"
-
-
-@dataclass(frozen=True)
-class TestSplit:
-    """One query's asserts, split; ``visible_idx`` are positions in the original suite."""
-
-    __test__ = False  # not a pytest class
-
-    visible: tuple[str, ...]
-    held_out: tuple[str, ...]
-    visible_idx: tuple[int, ...]
-
-
-def split_tests(tests: Sequence[str], visible: VisibleTests, seed: int, key: str) -> TestSplit:
-    """Deterministic split of ``tests`` by ``seed`` and ``key`` (the query id); both parts keep suite order."""
-    n = len(tests)
-    rng = random.Random(f"{seed}:{key}:visible-tests")
-    chosen = tuple(sorted(rng.sample(range(n), visible.n_visible(n))))
-    picked = set(chosen)
-    return TestSplit(
-        visible=tuple(tests[i] for i in chosen),
-        held_out=tuple(t for i, t in enumerate(tests) if i not in picked),
-        visible_idx=chosen,
-    )
-
-
-@dataclass(frozen=True)
-class HeldOutSplit:
-    """The visible/held-out split without a reranker: what the tool-using conditions run (visible asserts
-    in ``run_tests``) and are scored on (held-out ones), the same split as ``--rerank`` would make."""
-
-    visible: VisibleTests
-    seed: int = 0
-
-    def split(self, query: Query) -> TestSplit:
-        return split_tests(query.test_suite, self.visible, self.seed, query.query_id)
-
-
-# ---------------------------------------------------------------- what a reranker sees and returns
-
-
-class VisibleTestsReranker(Reranker):
-    """``exec-visible``: candidates passing every visible assert first, vector order among ties."""
-
-    name = "exec-visible"
-
-    def rerank(self, inputs: Sequence[RerankInput], sandbox: Sandbox) -> list[RerankOutcome]:
-        jobs = [
-            Job(c.code, inp.visible_tests, sandbox.timeout, inp.test_setup)
-            for inp in inputs
-            if inp.visible_tests
-            for c in inp.candidates
-        ]
-        results = iter(sandbox.run(jobs, "reranking on visible asserts"))
-        outcomes = []
-        for inp in inputs:
-            if inp.visible_tests:
-                passes = [next(results).passed for _ in inp.candidates]
-            else:  # nothing visible: every candidate ties, vector order stays
-                passes = [True] * len(inp.candidates)
-            outcomes.append(RerankOutcome(stable_order([not p for p in passes]), {"passes_visible": passes}))
-        return outcomes
-
-    def summarize(self, outcomes: Sequence[RerankOutcome]) -> dict:
-        passes = [o.details["passes_visible"] for o in outcomes]
-        return {
-            "queries_with_a_visible_pass": sum(any(p) for p in passes),
-            "queries_where_all_pass_visible": sum(all(p) for p in passes if p),
-            "candidates_passing_visible": sum(sum(p) for p in passes),
-            "candidates": sum(len(p) for p in passes),
-        }
-
-
-def parse_reranker(spec: str) -> Reranker:
-    """A ``--rerank`` value as a reranker (no model loaded yet); ConfigError naming every form if unknown."""
-    text = spec.strip()
-    if text == "exec-visible":
-        return VisibleTestsReranker()
-    if text == "exec-consensus":
-        from .rerank_consensus import ConsensusReranker
-
-        return ConsensusReranker()
-    if text.startswith("ce:") and text[3:]:
-        from .rerank_ce import CrossEncoderReranker
-
-        return CrossEncoderReranker(text)
-    raise ConfigError(f"unknown reranker {spec!r}: use one of {RERANKER_FORMS}")
-
+__all__ = ["Reranking", "make_reranking", "entry_function", "rerank_stage"]
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -238,7 +76,7 @@ def entry_function(query: Query, visible: Sequence[str]) -> str | None:
 
 @dataclass
 class Reranking:
-    """A reranker plus the split it runs under; passed to :func:`~.evaluate.evaluate_retrieval`.
+    """A reranker plus the split it runs under; passed to :func:`~agentbench.retrieval.evaluate.evaluate_retrieval`.
 
     ``reranker=None`` keeps the split (metrics on held-out asserts) without reordering anything: that is
     what a skipped reranker (a cross-encoder missing offline) falls back to.
@@ -258,8 +96,25 @@ class Reranking:
     def name(self) -> str | None:
         return self.reranker.name if self.reranker is not None else None
 
+    @classmethod
+    def prepare(
+        cls, reranker: Reranker, visible: VisibleTests, k: int = DEFAULT_RERANK_K, seed: int = 0
+    ) -> Reranking:
+        """The rerank stage of a run or a ``retrieve`` (see
+        :meth:`~agentbench.retrieval.settings.RetrievalSettings.reranking`).
+
+        A reranker that cannot run here (a cross-encoder missing offline) is skipped with one logged line;
+        the held-out split is kept, so every number stays on the same asserts as a run where it did run.
+        """
+        try:
+            reranker.check()
+        except RerankerUnavailable as exc:
+            log.warning("rerank: %s", exc)
+            return cls(None, visible, k, seed, skipped=str(exc))
+        return cls(reranker, visible, k, seed)
+
     def split(self, query: Query) -> TestSplit:
-        return split_tests(query.test_suite, self.visible, self.seed, query.query_id)
+        return HeldOutSplit(self.visible, self.seed).split(query)
 
     def inputs(self, pool: Pool, hits: Sequence[Sequence[Hit]]) -> list[RerankInput]:
         """What the reranker receives: visible asserts and the top ``k`` candidates, nothing else."""
@@ -319,7 +174,7 @@ class Reranking:
                 "seconds": round(seconds, 3),
                 "sandbox_seconds": round(sandbox.sandbox_seconds, 3),
             },
-            "stats": self.reranker.summarize(outcomes) if self.reranker is not None else {},
+            "stats": self.reranker.summarize(outcomes) if self.reranker is not None else RerankStats(),
         }
         return reordered, info, details
 
@@ -334,23 +189,6 @@ def make_reranking(
     """
     reranking = Reranking(parse_reranker(spec), VisibleTests.parse(visible), k, seed)
     reranking.reranker.check()
-    return reranking
-
-
-def reranking_for(settings: RetrievalSettings) -> Reranking | None:
-    """The rerank stage of a run or a ``retrieve``: None without ``--rerank``.
-
-    A reranker that cannot run here (a cross-encoder missing offline) is skipped with one logged line;
-    the held-out split is kept, so every number stays on the same asserts as a run where it did run.
-    """
-    if settings.reranker is None or settings.visible is None:
-        return None
-    reranking = Reranking(settings.reranker, settings.visible, settings.rerank_k, settings.seed)
-    try:
-        settings.reranker.check()
-    except RerankerUnavailable as exc:
-        log.warning("rerank: %s", exc)
-        return Reranking(None, settings.visible, settings.rerank_k, settings.seed, skipped=str(exc))
     return reranking
 
 

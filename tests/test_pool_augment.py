@@ -45,7 +45,7 @@ SOURCES = [
             "def pick(xs):\n"
             "    if len(set(xs)) <= 1:\n"
             "        return xs[0]\n"
-            "    return sorted(xs, key=lambda _: random.random())\n"
+            "    return random.getrandbits(64)  # any value will do when they differ\n"
         ),
         "tests": ["assert pick([5]) == 5", "assert pick([2, 2]) == 2", "assert pick([7, 7, 7]) == 7"],
     },
@@ -99,9 +99,15 @@ def env(tmp_path_factory: pytest.TempPathFactory):
 def test_generated_values_stay_in_the_seeds_domain() -> None:
     seeds = parse_seeds(["assert f('ab', 3) == 1", "assert f('ba c', 0) == 2"], "f")
     strict = generate_inputs(seeds, random.Random(0), 300)
-    assert strict and all(set(a[0]) <= set("abc ") and a[1] >= 0 for _, a, _ in strict)
+    assert strict and all(set(a[0]) <= set("abc ") and a[0] and a[1] >= 0 for _, a, _ in strict)
     loose = generate_inputs(seeds, random.Random(0), 300, strict=False)
     assert any(a[1] < 0 for _, a, _ in loose) and any(not set(a[0]) <= set("abc ") for _, a, _ in loose)
+    assert any(a[0] == "" for _, a, _ in loose)
+    # the smallest example number bounds the generated ones; an empty example admits empty values
+    seeds = parse_seeds(["assert g([3, 5], '') == 1", "assert g([4], 'ab') == 0"], "g")
+    args = [a for _, a, _ in generate_inputs(seeds, random.Random(0), 300)]
+    assert all(a[0] and min(a[0]) >= 3 for a in args)
+    assert any(a[1] == "" and a[0] != [3, 5] for a in args)
 
 
 def test_seeds_read_the_assert_shapes() -> None:

@@ -297,11 +297,13 @@ def _variants(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
 @dataclass(frozen=True)
 class _Domain:
     """What the original asserts pass in one argument position: generated values stay inside it, so
-    that a new assert does not test behaviour the spec leaves open (``is_prime(-7)`` when every example
-    is positive, ``"ABC"`` when every example string is lower case)."""
+    that a new assert does not test behaviour the spec leaves open (``is_prime(-7)`` or
+    ``largest_prime_factor(0)`` when every example is at least 2, ``"ABC"`` when every example string is
+    lower case, ``[]`` when no example is empty)."""
 
-    non_negative: bool
+    lowest: float | None  # numbers at least this (the smallest example number when none is negative)
     chars: frozenset[str] | None  # None: no strings seen
+    empty: bool  # an example string or container here is empty
 
     @classmethod
     def of(cls, values: list[Any]) -> _Domain:
@@ -317,17 +319,31 @@ class _Domain:
                 elif isinstance(leaf, str):
                     seen_str = True
                     chars.update(leaf)
-        return cls(bool(numbers) and min(numbers) >= 0, frozenset(chars) if seen_str else None)
+        lowest = min(numbers) if numbers and min(numbers) >= 0 else None
+        empty = any(_has_empty(v) for v in values)
+        return cls(lowest, frozenset(chars) if seen_str else None, empty)
 
     def admits(self, value: Any) -> bool:
+        if not self.empty and _has_empty(value):
+            return False
         for leaf in _leaves(value):
             if isinstance(leaf, bool):
                 continue
-            if self.non_negative and isinstance(leaf, int | float) and leaf < 0:
+            if self.lowest is not None and isinstance(leaf, int | float) and leaf < self.lowest:
                 return False
             if self.chars is not None and isinstance(leaf, str) and not set(leaf) <= self.chars:
                 return False
         return True
+
+
+def _has_empty(value: Any) -> bool:
+    if isinstance(value, str | list | tuple | dict) and not value:
+        return True
+    if isinstance(value, list | tuple):
+        return any(_has_empty(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_empty(v) for v in value.values())
+    return False
 
 
 def _leaves(value: Any) -> list[Any]:

@@ -113,6 +113,13 @@ def test_doctest_transcript() -> None:
     assert extract_code(reply, "f") == "def f(x):\n    return x + 1"
 
 
+def test_doctest_examples_in_a_docstring_are_not_a_transcript() -> None:
+    """A function whose docstring holds ``>>>`` examples (as mined pools' specs do) is kept whole."""
+    code = 'def ordinalize(n):\n    """Examples::\n\n        >>> ordinalize(1)\n        \'1st\'\n    """\n    return f"{n}st"'
+    assert extract_code(f"{F}python\n{code}\n{F}", "ordinalize") == code
+    assert extract_code(code, "ordinalize") == code
+
+
 def test_truncated_reply_with_unclosed_fence() -> None:
     reply = f"{F}python\ndef f(x):\n    return x\n\ndef g(y):\n    return (y +"
     assert extract_code(reply, "f") == "def f(x):\n    return x"

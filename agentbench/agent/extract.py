@@ -115,7 +115,13 @@ def _parses(code: str) -> bool:
 
 def _parseable(code: str) -> str | None:
     """``code`` or the largest part of it that parses: prose lines trimmed from the start, a truncated
-    tail trimmed from the end. ``None`` when nothing with content parses."""
+    tail trimmed from the end. ``None`` when nothing with content parses. Code that parses and defines
+    something is kept as it is: ``>>>`` lines in its docstrings are examples, not a transcript."""
+    code = code.strip("\n")
+    if not code.strip():
+        return None
+    if _parses(code) and _has_definition(code):
+        return code
     code = _strip_prompts(code).strip("\n")
     if not code.strip():
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentbench.execution import Job, ProcessExecutor, make_executor
+from agentbench.execution.cache import ExecCache, run_cached
 from agentbench.pools import build_pool, find_mutants, load_pool, read_sources
 from agentbench.pools.build import BUILD_REPORT_FILE, probe_fingerprint, probe_job
 
@@ -182,5 +183,6 @@ def identical_pairs(pool, run) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("name", ["humaneval", pytest.param("core", marks=pytest.mark.slow)])
 def test_bundled_pools_have_no_behaviour_identical_distractors(name: str) -> None:
     pool = load_pool(name)
+    cache = ExecCache()
     with make_executor("auto") as executor:
-        assert identical_pairs(pool, executor.run) == []
+        assert identical_pairs(pool, lambda jobs: run_cached(executor, jobs, cache)) == []

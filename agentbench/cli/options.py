@@ -15,9 +15,10 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError
+from ..pools.io import BUNDLED_POOLS
 from ..retrieval.settings import RetrievalSettings, flag
 
-__all__ = ["DEFAULTS", "option", "check_output_dir", "check_output_file"]
+__all__ = ["DEFAULTS", "POOL_HELP", "PoolOpt", "option", "check_output_dir", "check_output_file"]
 
 _FIELDS = RetrievalSettings.model_fields
 DEFAULTS = {name: f.default for name, f in _FIELDS.items()}
@@ -42,6 +43,13 @@ ChromaUrlOpt = Annotated[str | None, option("chroma_url")]
 RerankOpt = Annotated[str | None, option("rerank")]
 VisibleTestsOpt = Annotated[str, option("visible_tests")]
 RerankKOpt = Annotated[int, option("rerank_k")]
+
+POOL_HELP = (
+    f"A bundled pool ({', '.join(f'`{name}`' for name in BUNDLED_POOLS)}), `execretrieval` (downloaded "
+    "from Hugging Face on first use) or a pool directory (from `pool build` or `pool mine`)."
+)
+"""The ``--pool`` help of ``run`` and ``retrieve``, naming the pools shipped with the package."""
+PoolOpt = Annotated[str, typer.Option("--pool", help=POOL_HELP)]
 
 
 def _writable_parent(path: Path, name: str, start: Path | None = None) -> Path:

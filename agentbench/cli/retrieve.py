@@ -20,6 +20,7 @@ from .options import (
     DEFAULTS,
     ChromaUrlOpt,
     LimitOpt,
+    PoolOpt,
     RayOpt,
     RerankKOpt,
     RerankOpt,
@@ -98,9 +99,7 @@ def _json_summary(pool: str, out_dir: Path, results: list[RetrievalResult], file
 
 
 def retrieve(
-    pool: Annotated[
-        str, typer.Option("--pool", help="`core`, `execretrieval` or a pool directory.")
-    ] = "core",
+    pool: PoolOpt = "core",
     embedder: Annotated[list[str] | None, typer.Option("--embedder", help=EMBEDDER_HELP)] = None,
     retriever: Annotated[
         list[str] | None,

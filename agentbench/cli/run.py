@@ -25,6 +25,7 @@ from .options import (
     DEFAULTS,
     ChromaUrlOpt,
     LimitOpt,
+    PoolOpt,
     RayOpt,
     RerankKOpt,
     RerankOpt,
@@ -78,7 +79,7 @@ def run(
             "the matrix."
         ),
     ] = None,
-    pool: Annotated[str, typer.Option(help="`core`, `execretrieval` or a pool directory.")] = "core",
+    pool: PoolOpt = "core",
     conditions: Annotated[
         str,
         typer.Option(

@@ -124,7 +124,7 @@ def _rerank(retrieval: RetrievalResult, conditions: dict[str, ConditionStats]) -
         rag_pass_rate=_pass_rate(conditions, "rag"),
         rag_reranked_pass_rate=_pass_rate(conditions, "rag_reranked"),
         cost=rr.cost,
-        stats=rr.stats if isinstance(rr.stats, dict) else rr.stats.to_json_dict(),
+        stats=rr.stats,
     )
 
 

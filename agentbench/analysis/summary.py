@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from ..models import Record
+from ..retrieval.rerank.base import RerankStats
+from ..retrieval.rerank.consensus import ConsensusStats
+from ..retrieval.rerank.registry import stats_model_for
+from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import Number, RerankCost
 
 __all__ = [
@@ -96,9 +100,6 @@ class ConditionStats(Proportion):
     """a retriever plug-in failed on the query (scored as failures)"""
 
 
-# ----------------------------------------------------------------------------------------- propagation
-
-
 class BugInheritance(Record):
     failures_with_buggy_context: int
     """failed generations whose first context snippet fails the query's tests"""
@@ -141,9 +142,6 @@ class Propagation(Record):
     retrieval_errors_became_failures: Number | None
     """the share of those that failed end to end"""
     by_bug_type: dict[str, BugTypeEffect]
-
-
-# ----------------------------------------------------------------------------------------- attribution
 
 
 class Unavailable(Record):
@@ -279,9 +277,6 @@ class Attribution(Record):
     """closed_book → rag outcome (``pass→fail``, ...) -> rag top-1 kind -> queries"""
 
 
-# -------------------------------------------------------------------------------------- rerank, agent
-
-
 class RerankSummary(Record):
     """With --rerank: what the reranking was, what it gained end to end and what it cost."""
 
@@ -303,8 +298,20 @@ class RerankSummary(Record):
     rag_reranked_pass_rate: Number | None
     cost: RerankCost
     """executions (and those run now rather than cached), wall and sandbox seconds"""
-    stats: dict[str, Any]
-    """the reranker's own statistics"""
+    stats: VisibleTestsStats | ConsensusStats | RerankStats
+    """the reranker's own statistics (its model; ``{}`` for a reranker without any or a skipped one)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stats_of_the_reranker(cls, data: Any) -> Any:
+        """Read ``stats`` as the model of the reranker ``name`` names, as in the retrieval results."""
+        if isinstance(data, dict) and isinstance(data.get("stats"), dict):
+            try:
+                stats = stats_model_for(data.get("name")).model_validate(data["stats"])
+            except ValidationError:  # another version's statistics: kept as they are
+                return data
+            data = {**data, "stats": stats}
+        return data
 
 
 class AgentStats(Record):
@@ -331,9 +338,6 @@ class AgentStats(Record):
     cost_usd_per_task: Number
     repair: Proportion
     bug_inheritance: Proportion
-
-
-# ------------------------------------------------------------------------------------------- the rest
 
 
 class LLMUsage(Record):

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..pipeline.records import RunRecord
+from ..retrieval.rerank.consensus import ConsensusStats
+from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import RetrievalResult
 from .html import propagation_counts
 from .leaderboard import CAPTION, Leaderboard, table_rows
@@ -103,38 +105,31 @@ def _breakdowns_table(results: Sequence[RetrievalResult]) -> Table:
 
 
 def _rerank_stat_rows(results: Sequence[RetrievalResult]) -> list[tuple[str, list[str]]]:
-    """The reranker's own statistics, one row each (which rows depends on the first result's reranker)."""
-    stats = [_stats(r) for r in results]
+    """The reranker's own statistics, one row each: which rows is decided by the type of its statistics
+    (every retriever of one ``agentbench retrieve`` call was reranked by the same reranker)."""
+    pairs = [(r, r.rerank.stats) for r in results if r.rerank is not None]
+    first = pairs[0][1]
     rows: list[tuple[str, list[str]]] = []
-    if "inputs_total" in stats[0]:
+    if isinstance(first, ConsensusStats):
+        consensus = [(r, s) for r, s in pairs if isinstance(s, ConsensusStats)]
         rows.append(
-            ("inputs per query (total)", [f"{s['inputs_mean']} ({s['inputs_total']})" for s in stats])
+            ("inputs per query (total)", [f"{s.inputs_mean} ({s.inputs_total})" for _, s in consensus])
         )
         rows.append(
             (
                 "unique consensus winner",
-                [
-                    f"{s['unique_winner']}/{r.n_queries} ({s['unique_winner_share']:.2f})"
-                    for r, s in zip(results, stats, strict=True)
-                ],
+                [f"{s.unique_winner}/{r.n_queries} ({s.unique_winner_share:.2f})" for r, s in consensus],
             )
         )
-    if "queries_with_a_visible_pass" in stats[0]:
+    if isinstance(first, VisibleTestsStats):
+        visible = [(r, s) for r, s in pairs if isinstance(s, VisibleTestsStats)]
         rows.append(
             (
                 "queries with a candidate passing visible",
-                [
-                    f"{s['queries_with_a_visible_pass']}/{r.n_queries}"
-                    for r, s in zip(results, stats, strict=True)
-                ],
+                [f"{s.queries_with_a_visible_pass}/{r.n_queries}" for r, s in visible],
             )
         )
     return rows
-
-
-def _stats(r: RetrievalResult) -> dict:
-    stats = r.rerank.stats  # type: ignore[union-attr]
-    return stats if isinstance(stats, dict) else stats.to_json_dict()
 
 
 def _rerank_table(results: Sequence[RetrievalResult]) -> Table:

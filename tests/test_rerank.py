@@ -1,4 +1,5 @@
-"""Execution-aware reranking (issue 7): the visible/held-out split, leak-freedom, the rerankers, the CLIs.
+"""Execution-aware reranking: the visible/held-out split, leak-freedom, the rerankers and their registry,
+the CLIs.
 
 Candidate code runs in the real process sandbox; where an embedder is needed the real minilm model is
 used (its vectors are cached), bm25 elsewhere for speed. End-to-end runs use a scripted LLM that copies

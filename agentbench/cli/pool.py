@@ -51,7 +51,8 @@ RayOpt = Annotated[
 ]
 
 InputsOpt = Annotated[
-    int, typer.Option("--inputs", min=1, max=10_000, help="Generated inputs per task (--augment-tests).")
+    int,
+    typer.Option("--inputs", min=1, max=10_000, help="Inputs generated per task when augmenting the tests."),
 ]
 
 

@@ -33,7 +33,11 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="agentbench-augment-"))
+    with tempfile.TemporaryDirectory(prefix="agentbench-augment-") as tmp:
+        return _bench(args, Path(tmp))
+
+
+def _bench(args: argparse.Namespace, root: Path) -> int:
     os.environ["AGENTBENCH_CACHE_DIR"] = str(root / "cache")  # cold: a cache nobody has filled
 
     from agentbench.execution import ExecCache, make_executor, run_cached

@@ -41,7 +41,8 @@ def test_core_pool_size_and_coverage(core) -> None:
 def test_core_distractors_are_near_misses(core) -> None:
     """ExecRetrieval's point: one plausible edit that breaks some behaviour, not a crash."""
     share = pool_stats(core)["failing_share"]
-    assert share["median"] <= 0.30
+    # a third at most: with no two distractors of a query alike (issue 27), the subtlest twins go
+    assert share["median"] <= 0.34
     assert share["failing_all"] == 0
 
 

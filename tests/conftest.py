@@ -68,13 +68,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
     )
 
 
-def core_subset(n: int, out: Path) -> Path:
-    """The first ``n`` core queries with only their own snippets, written as a pool at ``out`` (so a run
-    embeds a handful of texts, not the whole corpus)."""
+def core_subset(n: int, out: Path, step: int = 1) -> Path:
+    """``n`` core queries (the first, or every ``step``-th from the first) with only their own snippets,
+    written as a pool at ``out`` (so a run embeds a handful of texts, not the whole corpus)."""
     from agentbench.pools import load_pool, write_pool
 
     core = load_pool("core")
-    write_pool(core.only(core.queries[:n]), out)
+    write_pool(core.only(core.queries[::step][:n]), out)
     return out
 
 

@@ -20,8 +20,8 @@ from ..pipeline.records import RunRecord
 from ..retrieval.rerank.consensus import ConsensusStats
 from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import RetrievalResult
-from .plots import propagation_counts
 from .leaderboard import CAPTION, Leaderboard, table_rows
+from .plots import propagation_counts
 from .report import agent_rows, attribution_rows, condition_rows, propagation_rows
 from .summary import RerankSummary, RunSummary
 

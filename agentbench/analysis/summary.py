@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ..models import Record
 from ..retrieval.rerank.base import RerankStats
 from ..retrieval.rerank.consensus import ConsensusStats
-from ..retrieval.rerank.registry import stats_model_for
+from ..retrieval.rerank.registry import with_typed_stats
 from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import Number, RerankCost
 
@@ -305,13 +305,7 @@ class RerankSummary(Record):
     @classmethod
     def _stats_of_the_reranker(cls, data: Any) -> Any:
         """Read ``stats`` as the model of the reranker ``name`` names, as in the retrieval results."""
-        if isinstance(data, dict) and isinstance(data.get("stats"), dict):
-            try:
-                stats = stats_model_for(data.get("name")).model_validate(data["stats"])
-            except ValidationError:  # another version's statistics: kept as they are
-                return data
-            data = {**data, "stats": stats}
-        return data
+        return with_typed_stats(data)
 
 
 class AgentStats(Record):

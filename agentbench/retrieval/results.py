@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from ..models import Record
 from .rerank.base import RerankStats
 from .rerank.consensus import ConsensusStats
-from .rerank.registry import stats_model_for
+from .rerank.registry import with_typed_stats
 from .rerank.visible import VisibleTestsStats
 
 __all__ = [
@@ -146,13 +146,7 @@ class RerankResult(Record):
     @classmethod
     def _stats_of_the_reranker(cls, data: Any) -> Any:
         """Read ``stats`` as the model of the reranker ``name`` names, not by guessing from its keys."""
-        if isinstance(data, dict) and isinstance(data.get("stats"), dict):
-            try:
-                stats = stats_model_for(data.get("name")).model_validate(data["stats"])
-            except ValidationError:  # another tool's or version's statistics: kept as they are
-                return data
-            data = {**data, "stats": stats}
-        return data
+        return with_typed_stats(data)
 
 
 class RetrievalResult(Record):

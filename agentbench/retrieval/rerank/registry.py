@@ -15,6 +15,10 @@ to the stage, the settings or the results::
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import ValidationError
+
 from ...errors import ConfigError
 from .base import Reranker, RerankStats
 from .ce import CrossEncoderReranker
@@ -61,6 +65,18 @@ def stats_model_for(name: str | None) -> type[RerankStats]:
     :class:`~.base.RerankStats` for a skipped reranking or a reranker not registered here."""
     cls = _find(name) if name is not None else None
     return cls.stats_model if cls is not None else RerankStats
+
+
+def with_typed_stats(data: Any) -> Any:
+    """A "before" validator's input with ``stats`` read as the model of the reranker ``name`` names (not
+    guessed from its keys); statistics of another tool or version are kept as they are."""
+    if isinstance(data, dict) and isinstance(data.get("stats"), dict):
+        try:
+            stats = stats_model_for(data.get("name")).model_validate(data["stats"])
+        except ValidationError:
+            return data
+        data = {**data, "stats": stats}
+    return data
 
 
 register(VisibleTestsReranker)

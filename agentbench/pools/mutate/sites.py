@@ -1,92 +1,19 @@
-"""Single-edit mutation operators (the six ExecRetrieval bug types).
+"""Mutation sites: where each operator can make its one edit, found with ``ast``.
 
-Sites are found with ``ast`` but every edit is applied to the original source text, so a mutant is
-byte-identical to its canonical outside the one edited line (or the one removed guard statement).
-Re-formatting with ``ast.unparse`` would let a retriever tell canonicals from mutants by layout.
+:func:`find_sites` yields ``(bug_type, edit, description)``, plus why when the edit is not a plausible
+near-miss (:attr:`~.mutants.Mutant.crude`). Tokens are located in the source text between the operands,
+so an edit changes the operator itself and nothing around it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from .models import BUG_TYPES
+from .source import Edit, Site, Source
 
-__all__ = ["Mutant", "find_mutants", "OPERATORS", "CRUDE_REASONS"]
-
-OPERATORS = BUG_TYPES  # the mutation operators are the six bug types (one definition, in models)
-
-CRUDE_REASONS = ("literal_operand", "not_a_short_guard", "no_op", "impossible_comparison")
-
-
-@dataclass(frozen=True)
-class Mutant:
-    bug_type: str
-    code: str
-    line_number: int  # 1-based line of the edit in the canonical
-    line_before: str
-    line_after: str  # "" when the edit removed the line(s)
-    description: str
-    crude: str | None = None
-    """Why the edit is not a plausible near-miss (the builder rejects it by default), one of
-    :data:`CRUDE_REASONS`: ``literal_operand`` (an operand swapped with a literal, ``1 >> n``),
-    ``not_a_short_guard`` (the removed ``if`` does more than return or raise a simple value), ``no_op``
-    (the edit leaves an operation nobody writes: ``x - 0``, ``-0``, ``n * 1``, ``x ** 1``, ``i += 0``) or
-    ``impossible_comparison`` (a length, count or ``abs()`` compared with a negative constant, or below
-    zero: ``len(x) == -1``, ``len(x) < 0``; such a guard never fires, a giveaway no person writes)."""
-
-
-@dataclass(frozen=True)
-class _Edit:
-    start: int  # byte offsets into the UTF-8 source
-    end: int
-    text: str
-
-
-# (bug type, edit, description) or, for an edit that is not a plausible near-miss, plus why (Mutant.crude)
-_Site = tuple[str, _Edit, str] | tuple[str, _Edit, str, str | None]
-
-
-class _Source:
-    """UTF-8 view of the source; ``ast`` column offsets are byte offsets."""
-
-    def __init__(self, code: str) -> None:
-        self.code = code
-        self.data = code.encode()
-        self.line_starts = [0]
-        for line in self.data.splitlines(keepends=True):
-            self.line_starts.append(self.line_starts[-1] + len(line))
-
-    def offset(self, lineno: int, col: int) -> int:
-        return self.line_starts[lineno - 1] + col
-
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (
-            self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-            self.offset(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
-        )
-
-    def text(self, start: int, end: int) -> str:
-        return self.data[start:end].decode()
-
-    def line_of(self, offset: int) -> int:
-        lo, hi = 0, len(self.line_starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.line_starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1
-
-    def line(self, lineno: int) -> str:
-        return self.data[self.line_starts[lineno - 1] : self.line_starts[lineno]].decode().rstrip("\r\n")
-
-    def apply(self, edit: _Edit) -> str:
-        return (self.data[: edit.start] + edit.text.encode() + self.data[edit.end :]).decode()
+__all__ = ["find_sites"]
 
 
 # --- operator tables ---------------------------------------------------------------------------
@@ -114,7 +41,7 @@ _ATOMIC = (ast.Name, ast.Constant, ast.Call, ast.Attribute, ast.Subscript, ast.L
 _GUARD_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def _find_token(src: _Source, start: int, end: int, pattern: str) -> tuple[int, int] | None:
+def _find_token(src: Source, start: int, end: int, pattern: str) -> tuple[int, int] | None:
     """Locate exactly one operator token between two operands (only parens/space/comments may surround it)."""
     segment = src.text(start, end)
     word = pattern[0].isalpha()
@@ -184,7 +111,9 @@ def _index_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def _sites(tree: ast.AST, src: _Source) -> Iterator[_Site]:
+def find_sites(tree: ast.AST, src: Source) -> Iterator[Site]:
+    """Every edit the operators can make in ``tree``, in ``ast.walk`` order (f-strings and docstrings are
+    left alone)."""
     skip = _in_fstring(tree) | _docstring_ids(tree)
     indices = _index_names(tree)
     for node in ast.walk(tree):
@@ -215,15 +144,15 @@ def _sites(tree: ast.AST, src: _Source) -> Iterator[_Site]:
                 yield from _guards(block, src)
 
 
-def _off_by_one(node: ast.Constant, src: _Source) -> Iterator[_Site]:
+def _off_by_one(node: ast.Constant, src: Source) -> Iterator[Site]:
     start, end = src.span(node)
     old = src.text(start, end)
     for delta in (1, -1):
         new_text = _format_int(old, node.value + delta)
-        yield "off_by_one", _Edit(start, end, new_text), f"constant {old} -> {new_text}"
+        yield "off_by_one", Edit(start, end, new_text), f"constant {old} -> {new_text}"
 
 
-def _binop(node: ast.BinOp, src: _Source) -> Iterator[_Site]:
+def _binop(node: ast.BinOp, src: Source) -> Iterator[Site]:
     token = _BINOP_TOKEN.get(type(node.op))
     if token is None:
         return
@@ -234,16 +163,16 @@ def _binop(node: ast.BinOp, src: _Source) -> Iterator[_Site]:
         return
     replacement = _WRONG_OPERATOR.get(token)
     if replacement:
-        yield "wrong_operator", _Edit(pos[0], pos[1], replacement), f"operator {token} -> {replacement}"
+        yield "wrong_operator", Edit(pos[0], pos[1], replacement), f"operator {token} -> {replacement}"
     if isinstance(node.op, _NON_COMMUTATIVE):
         left, right = src.text(left_start, left_end), src.text(right_start, right_end)
         middle = src.text(left_end, right_start)
         text = _parenthesize(node.right, right) + middle + _parenthesize(node.left, left)
         crude = "literal_operand" if _is_literal(node.left) or _is_literal(node.right) else None
-        yield "swap_arguments", _Edit(left_start, right_end, text), f"operands of {token} swapped", crude
+        yield "swap_arguments", Edit(left_start, right_end, text), f"operands of {token} swapped", crude
 
 
-def _augassign(node: ast.AugAssign, src: _Source) -> Iterator[_Site]:
+def _augassign(node: ast.AugAssign, src: Source) -> Iterator[Site]:
     token = _BINOP_TOKEN.get(type(node.op))
     replacement = _WRONG_OPERATOR.get(token or "")
     if not token or not replacement:
@@ -252,10 +181,10 @@ def _augassign(node: ast.AugAssign, src: _Source) -> Iterator[_Site]:
     value_start, _ = src.span(node.value)
     pos = _find_token(src, target_end, value_start, token + "=")
     if pos:
-        yield "wrong_operator", _Edit(pos[0], pos[1], replacement + "="), f"{token}= -> {replacement}="
+        yield "wrong_operator", Edit(pos[0], pos[1], replacement + "="), f"{token}= -> {replacement}="
 
 
-def _compare(node: ast.Compare, src: _Source) -> Iterator[_Site]:
+def _compare(node: ast.Compare, src: Source) -> Iterator[Site]:
     operands = [node.left, *node.comparators]
     for i, op in enumerate(node.ops):
         _, left_end = src.span(operands[i])
@@ -266,18 +195,18 @@ def _compare(node: ast.Compare, src: _Source) -> Iterator[_Site]:
         old = src.text(*pos)
         if type(op) in _BOUNDARY:
             new = _BOUNDARY[type(op)]
-            yield "off_by_one_boundary", _Edit(pos[0], pos[1], new), f"comparison {old} -> {new}"
+            yield "off_by_one_boundary", Edit(pos[0], pos[1], new), f"comparison {old} -> {new}"
         new = _WRONG_COMPARISON[type(op)]
-        yield "wrong_comparison", _Edit(pos[0], pos[1], new), f"comparison {old} -> {new}"
+        yield "wrong_comparison", Edit(pos[0], pos[1], new), f"comparison {old} -> {new}"
 
 
-def _boolop(node: ast.BoolOp, src: _Source) -> Iterator[_Site]:
+def _boolop(node: ast.BoolOp, src: Source) -> Iterator[Site]:
     token = "and" if isinstance(node.op, ast.And) else "or"
     new = "or" if token == "and" else "and"
     for a, b in zip(node.values, node.values[1:], strict=False):
         pos = _find_token(src, src.span(a)[1], src.span(b)[0], token)
         if pos:
-            yield "wrong_operator", _Edit(pos[0], pos[1], new), f"{token} -> {new}"
+            yield "wrong_operator", Edit(pos[0], pos[1], new), f"{token} -> {new}"
 
 
 # A function or method confused with its twin: the wrong_operator of calls (``max`` for ``min``).
@@ -290,7 +219,7 @@ _TWIN_METHODS = {
 }  # fmt: skip
 
 
-def _twin(node: ast.Call, src: _Source) -> Iterator[_Site]:
+def _twin(node: ast.Call, src: Source) -> Iterator[Site]:
     func = node.func
     if isinstance(func, ast.Name) and func.id in _TWIN_FUNCTIONS:
         start, end = src.span(func)
@@ -302,10 +231,10 @@ def _twin(node: ast.Call, src: _Source) -> Iterator[_Site]:
     else:
         return
     if src.text(start, end) == old:
-        yield "wrong_operator", _Edit(start, end, new), f"{old}() -> {new}()"
+        yield "wrong_operator", Edit(start, end, new), f"{old}() -> {new}()"
 
 
-def _call(node: ast.Call, src: _Source) -> Iterator[_Site]:
+def _call(node: ast.Call, src: Source) -> Iterator[Site]:
     yield from _twin(node, src)
     args = node.args
     if any(isinstance(a, ast.Starred) for a in args):
@@ -318,12 +247,12 @@ def _call(node: ast.Call, src: _Source) -> Iterator[_Site]:
         _, end = src.span(b)
         middle = src.text(src.span(a)[1], src.span(b)[0])
         crude = "literal_operand" if _is_literal(a) or _is_literal(b) else None
-        yield "swap_arguments", _Edit(start, end, b_text + middle + a_text), "call arguments swapped", crude
+        yield "swap_arguments", Edit(start, end, b_text + middle + a_text), "call arguments swapped", crude
     if isinstance(node.func, ast.Name) and node.func.id == "range" and 1 <= len(args) <= 2:
         yield from _shift_bound(args[-1], src, "range end")
 
 
-def _slice_bound(node: ast.Slice, src: _Source) -> Iterator[_Site]:
+def _slice_bound(node: ast.Slice, src: Source) -> Iterator[Site]:
     if node.upper is not None and not isinstance(node.upper, ast.Constant | ast.UnaryOp):
         yield from _shift_bound(node.upper, src, "slice end")
 
@@ -332,7 +261,7 @@ _LOOSE = (ast.BoolOp, ast.IfExp, ast.Compare, ast.NamedExpr, ast.Lambda)
 _LOOSE_BINOPS = (ast.BitOr, ast.BitAnd, ast.BitXor, ast.LShift, ast.RShift)
 
 
-def _shift_bound(bound: ast.expr, src: _Source, what: str) -> Iterator[_Site]:
+def _shift_bound(bound: ast.expr, src: Source, what: str) -> Iterator[Site]:
     if isinstance(bound, ast.Constant):
         return  # constants are covered by off_by_one
     start, end = src.span(bound)
@@ -340,10 +269,10 @@ def _shift_bound(bound: ast.expr, src: _Source, what: str) -> Iterator[_Site]:
     if isinstance(bound, _LOOSE) or (isinstance(bound, ast.BinOp) and isinstance(bound.op, _LOOSE_BINOPS)):
         text = f"({text})"
     for sign in ("+", "-"):
-        yield "off_by_one_boundary", _Edit(start, end, f"{text} {sign} 1"), f"{what} {sign}1"
+        yield "off_by_one_boundary", Edit(start, end, f"{text} {sign} 1"), f"{what} {sign}1"
 
 
-def _negate(test: ast.expr, src: _Source) -> Iterator[_Site]:
+def _negate(test: ast.expr, src: Source) -> Iterator[Site]:
     start, end = src.span(test)
     if src.line_of(start) != src.line_of(end):
         return
@@ -351,12 +280,12 @@ def _negate(test: ast.expr, src: _Source) -> Iterator[_Site]:
         inner_start, _ = src.span(test.operand)
         text = src.text(inner_start, end)
         if src.text(start, inner_start).strip() == "not":
-            yield "wrong_comparison", _Edit(start, end, text), "negation removed"
+            yield "wrong_comparison", Edit(start, end, text), "negation removed"
         return
     text = src.text(start, end)
     if isinstance(test, ast.BoolOp | ast.IfExp | ast.NamedExpr | ast.Lambda):
         text = f"({text})"
-    yield "wrong_comparison", _Edit(start, end, f"not {text}"), "condition negated"
+    yield "wrong_comparison", Edit(start, end, f"not {text}"), "condition negated"
 
 
 def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
@@ -368,7 +297,7 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
         yield handler.body
 
 
-def _guards(block: list[ast.stmt], src: _Source) -> Iterator[_Site]:
+def _guards(block: list[ast.stmt], src: Source) -> Iterator[Site]:
     if len(block) < 2:
         return  # removing the only statement would leave an empty block
     for stmt in block:
@@ -377,7 +306,7 @@ def _guards(block: list[ast.stmt], src: _Source) -> Iterator[_Site]:
         if len(stmt.body) > 3 or not _owns_its_lines(stmt, src):
             continue
         first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
-        edit = _Edit(src.line_starts[first - 1], src.line_starts[last], "")
+        edit = Edit(src.line_starts[first - 1], src.line_starts[last], "")
         crude = None if _is_short_guard(stmt) else "not_a_short_guard"
         yield "remove_edge_case_check", edit, "guard removed", crude
 
@@ -417,158 +346,9 @@ def _is_short_guard(stmt: ast.If) -> bool:
     return False
 
 
-def _owns_its_lines(stmt: ast.stmt, src: _Source) -> bool:
+def _owns_its_lines(stmt: ast.stmt, src: Source) -> bool:
     """True when nothing but indentation precedes the statement and nothing but a comment follows it."""
     start, end = src.span(stmt)
     before = src.text(src.line_starts[stmt.lineno - 1], start)
     after = src.text(end, src.line_starts[stmt.end_lineno or stmt.lineno]).strip()
     return not before.strip() and (not after or after.startswith("#"))
-
-
-# --- implausible results: operations no person writes --------------------------------------------
-
-# op -> (identity on the right, identity on the left or None)
-_IDENTITY = {
-    ast.Add: (0, 0), ast.Sub: (0, None), ast.BitOr: (0, 0), ast.BitXor: (0, 0), ast.LShift: (0, None),
-    ast.RShift: (0, None), ast.Mult: (1, 1), ast.Div: (1, None), ast.FloorDiv: (1, None), ast.Pow: (1, None),
-}  # fmt: skip
-_NONNEG_CALLS = frozenset({"len", "abs"})
-_NONNEG_METHODS = frozenset({"count"})
-
-
-def _number(node: ast.expr) -> float | None:
-    """The value of a numeric literal, possibly signed (``-1``); None for anything else (bools too)."""
-    sign = 1
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        sign = -1 if isinstance(node.op, ast.USub) else 1
-        node = node.operand
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return sign * node.value
-    return None
-
-
-def _is_zero_or_one(node: ast.expr, value: int | None) -> bool:
-    return (
-        value is not None
-        and isinstance(node, ast.Constant)
-        and type(node.value) in (int, float)
-        and (node.value == value)
-    )
-
-
-def _nonneg_call(node: ast.expr) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    return (isinstance(func, ast.Name) and func.id in _NONNEG_CALLS) or (
-        isinstance(func, ast.Attribute) and func.attr in _NONNEG_METHODS
-    )
-
-
-def _count_names(tree: ast.AST) -> set[str]:
-    """Names that only ever hold a length, count or ``abs()`` (every binding is ``n = len(...)`` or
-    ``for n in range(stop)``); a parameter, augmented assignment or any other binding disqualifies."""
-    good: set[str] = set()
-    bad: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.arg):
-            bad.add(node.arg)
-        elif isinstance(node, ast.Assign):
-            ok = _nonneg_call(node.value)
-            for target in node.targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        (good if ok and target is name else bad).add(name.id)
-        elif isinstance(node, ast.For | ast.comprehension):
-            it = node.iter
-            ok = (
-                isinstance(it, ast.Call)
-                and isinstance(it.func, ast.Name)
-                and it.func.id == "range"
-                and len(it.args) == 1
-            )
-            for name in ast.walk(node.target):
-                if isinstance(name, ast.Name):
-                    (good if ok and node.target is name else bad).add(name.id)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
-            for name in ast.walk(node.target):
-                if isinstance(name, ast.Name):
-                    bad.add(name.id)
-    return good - bad
-
-
-def _nonneg(node: ast.expr, counts: set[str]) -> bool:
-    return _nonneg_call(node) or (isinstance(node, ast.Name) and node.id in counts)
-
-
-def _impossible(left: ast.expr, op: ast.cmpop, right: ast.expr, counts: set[str]) -> bool:
-    """``len(x) == -1`` (any comparison with a negative constant), ``len(x) < 0``, ``len(x) >= 0``."""
-    if _nonneg(right, counts) and not _nonneg(left, counts):
-        flipped = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
-        left, right = right, left
-        op = flipped.get(type(op), type(op))()
-    if not _nonneg(left, counts):
-        return False
-    value = _number(right)
-    if value is None:
-        return False
-    return value < 0 or (value == 0 and isinstance(op, ast.Lt | ast.GtE))
-
-
-def implausible_counts(tree: ast.AST, counts: set[str] | None = None) -> Counter:
-    """How many no-op operations and impossible comparisons ``tree`` holds (by :data:`CRUDE_REASONS`
-    name). A mutant holding more of either than its canonical is crude: the edit made one."""
-    counts = _count_names(tree) if counts is None else counts
-    found: Counter = Counter()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and type(node.op) in _IDENTITY:
-            right_id, left_id = _IDENTITY[type(node.op)]
-            if _is_zero_or_one(node.right, right_id) or _is_zero_or_one(node.left, left_id):
-                found["no_op"] += 1
-        elif isinstance(node, ast.AugAssign) and type(node.op) in _IDENTITY:
-            if _is_zero_or_one(node.value, _IDENTITY[type(node.op)][0]):
-                found["no_op"] += 1
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            if _is_zero_or_one(node.operand, 0):
-                found["no_op"] += 1
-        elif isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            for i, op in enumerate(node.ops):
-                if _impossible(operands[i], op, operands[i + 1], counts):
-                    found["impossible_comparison"] += 1
-    return found
-
-
-def find_mutants(code: str) -> list[Mutant]:
-    """All syntactically valid single-edit mutants of ``code``, deduplicated, in source order."""
-    tree = ast.parse(code)
-    src = _Source(code)
-    canonical_dump = ast.dump(tree)
-    counts = _count_names(tree)
-    implausible = implausible_counts(tree, counts)
-    seen: set[str] = {code}
-    mutants: list[Mutant] = []
-    for bug_type, edit, description, *flag in _sites(tree, src):
-        first_line = src.line_of(edit.start)
-        last_line = src.line_of(max(edit.start, edit.end - 1))
-        if bug_type != "remove_edge_case_check" and first_line != last_line:
-            continue  # a single-line edit must stay on one line
-        new_code = src.apply(edit)
-        if new_code in seen:
-            continue
-        try:
-            new_tree = ast.parse(new_code)
-        except SyntaxError:
-            continue
-        if ast.dump(new_tree) == canonical_dump:
-            continue
-        seen.add(new_code)
-        before = "\n".join(src.line(n) for n in range(first_line, last_line + 1))
-        after = "" if bug_type == "remove_edge_case_check" else new_code.splitlines()[first_line - 1]
-        crude = flag[0] if flag else None
-        if crude is None:
-            made = implausible_counts(new_tree, counts) - implausible
-            crude = next((reason for reason in CRUDE_REASONS if made[reason]), None)
-        mutants.append(Mutant(bug_type, new_code, first_line, before, after, description, crude))
-    mutants.sort(key=lambda m: (m.line_number, m.bug_type, m.code))
-    return mutants

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentbench.agent.loop import run_tool_loop
+from agentbench.agent.protocol import TextProtocol
 from agentbench.agent.tools import Budget, SearchResult, TestOutcome, Tools, parse_text_calls
 from agentbench.api import evaluate_config
 from agentbench.llm import LLMClient
@@ -189,7 +190,7 @@ def test_text_protocol_for_models_without_function_calling(tmp_path: Path) -> No
         {"role": "user", "content": "Task: add one\n```python\ndef f(x):\n```"},
     ]
     out = asyncio.run(
-        run_tool_loop(LLMClient("toolster/m", cache=False), messages, tools, "f", Budget(), native=False)
+        run_tool_loop(LLMClient("toolster/m", cache=False), messages, tools, "f", Budget(), TextProtocol())
     )
     assert "<tools>" in out.messages[0]["content"] and "assert f(1) == 2" in out.messages[0]["content"]
     assert out.stats["protocol"] == "text" and out.stats["valid_tool_calls"] == 3 and out.stats["submitted"]

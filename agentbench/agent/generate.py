@@ -10,9 +10,11 @@ from pydantic import BaseModel
 
 from ..llm.client import LLMClient
 from .extract import extract_code
+from .grammar import check_schemas
 from .loop import run_tool_loop
 from .prompts import PromptTemplate, Task, load_template
-from .tools import Budget
+from .protocol import protocol_for
+from .tools import TOOL_SCHEMAS, Budget
 
 __all__ = ["Agent", "AgentLike", "Generation", "Usage", "GENERATION_SCHEMA_VERSION"]
 
@@ -88,6 +90,10 @@ class Agent:
         self.prompt = prompt
         self.budget = budget or Budget()
         self._templates: dict[str, PromptTemplate] = {}
+        self.protocol = protocol_for(llm)
+        """How tool calls travel (:mod:`.protocol`): native for API models, a grammar for ``local/``."""
+        if getattr(self.protocol, "constrained", False):
+            check_schemas(TOOL_SCHEMAS)  # a schema no grammar can express stops the run here, at start
 
     def template(self, condition: str) -> PromptTemplate:
         if condition not in self._templates:
@@ -104,9 +110,8 @@ class Agent:
         messages = self.messages(task, condition)
         fields: dict[str, Any]
         if task.tools is not None:
-            native = not self.llm.is_local  # local models: the text protocol of .tools
             loop = await run_tool_loop(
-                self.llm, messages, task.tools, task.function_name, self.budget, native
+                self.llm, messages, task.tools, task.function_name, self.budget, self.protocol
             )
             fields = dict(
                 messages=loop.messages,

@@ -16,31 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.client import LLMClient, LLMResult
+from ..llm.client import LLMClient
 from .extract import extract_code
-from .tools import (
-    MAX_K,
-    TOOL_NAMES,
-    TOOL_SCHEMAS,
-    Budget,
-    ParsedCall,
-    Tools,
-    format_search,
-    format_tests,
-    parse_native_arguments,
-    parse_text_calls,
-    text_protocol,
-)
+from .protocol import ToolProtocol, Turn
+from .tools import MAX_K, TOOL_NAMES, Budget, ParsedCall, Tools, format_search, format_tests
 
 __all__ = ["LoopResult", "run_tool_loop"]
-
-NUDGE = (
-    "Use the tools: call run_tests to check a function against the visible tests, search_code to look for "
-    "code, and submit with your final function."
-)
-TEXT_NUDGE = NUDGE + (
-    ' Write each call as <tool_call>\n{"name": "run_tests", "arguments": {"code": "def ..."}}\n</tool_call>'
-)
 
 
 @dataclass
@@ -56,6 +37,27 @@ class LoopResult:
     cost_usd: float = 0.0
     cached: bool = True
     llm_seconds: float = 0.0
+
+    def add(self, turn: Turn) -> None:
+        """Count a reply's tokens and record it in the trajectory."""
+        result = turn.result
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost_usd += result.cost_usd
+        self.cached = self.cached and result.cached
+        self.llm_seconds += 0.0 if result.cached else result.latency_s
+        self.response = result.text
+        step = {
+            "type": "assistant",
+            "content": result.text,
+            "tool_calls": [{"name": c.name, "arguments": c.raw} for c in turn.calls],
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "cached": result.cached,
+        }
+        if turn.grammar is not None:
+            step["grammar"] = turn.grammar
+        self.trajectory.append(step)
 
 
 @dataclass
@@ -74,6 +76,34 @@ class _Counters:
     budget_exhausted: str | None = None
     tests_failed: bool = False
     """a run_tests call has reported a failing visible test"""
+    last_cost: int = 0
+    """prompt plus completion tokens of the last reply (the next one costs a little more)"""
+
+    def spent(self, budget: Budget, used: int, elapsed: float) -> str | None:
+        """The budget a new reply would exceed, or None."""
+        if self.turns >= budget.max_turns:
+            return "turns"
+        if used >= budget.max_tokens:
+            return "tokens"
+        if budget.max_seconds is not None and elapsed >= budget.max_seconds:
+            return "seconds"
+        return None
+
+    def last_reply(self, budget: Budget, used: int) -> bool:
+        """Whether the next reply is the last the budget allows (its turn, its tool call, or about
+        its tokens: the next reply is expected to cost a quarter more than the last)."""
+        return (
+            self.turns + 1 >= budget.max_turns
+            or self.tool_calls + 1 >= budget.max_tool_calls
+            or used + self.last_cost * 5 // 4 >= budget.max_tokens
+        )
+
+    def stats(self, protocol: ToolProtocol) -> dict[str, Any]:
+        stats = {k: v for k, v in vars(self).items() if k not in ("tests_failed", "last_cost")}
+        stats["protocol"] = protocol.name
+        if getattr(protocol, "constrained", False):
+            stats["constrained"] = True
+        return stats
 
 
 def _system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
@@ -85,150 +115,68 @@ def _system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, An
     return out
 
 
-def _calls(result: LLMResult, native: bool) -> tuple[list[ParsedCall], list[str]]:
-    """The calls of a reply and their ids (native function calls, else the text protocol's blocks)."""
-    if native and result.tool_calls:
-        parsed = [
-            ParsedCall(c.name, parse_native_arguments(c.arguments), c.arguments) for c in result.tool_calls
-        ]
-        return parsed, [c.id or f"call_{i}" for i, c in enumerate(result.tool_calls)]
-    parsed = parse_text_calls(result.text)
-    return parsed, [f"call_{i}" for i in range(len(parsed))]
-
-
 async def run_tool_loop(
     llm: LLMClient,
     messages: list[dict[str, Any]],
     tools: Tools,
     function_name: str,
     budget: Budget,
-    native: bool,
+    protocol: ToolProtocol,
 ) -> LoopResult:
+    """Replies and tool results until the model submits, answers with the function and no call, or a
+    budget runs out; ``protocol`` says how calls travel (:mod:`.protocol`)."""
     started = time.perf_counter()
-    if native:
-        note = "The visible tests run_tests uses are:\n" + "\n".join(tools.visible_tests)
-        note += "\nCall submit with your final function when you are done."
-    else:
-        note = text_protocol(tools.visible_tests)
-    messages = _system_note(messages, note)
+    messages = _system_note(messages, protocol.system_note(tools.visible_tests))
     out = LoopResult(messages=messages)
     n = _Counters()
     last_code = ""
-    schemas = TOOL_SCHEMAS if native else None
     while True:
-        if n.turns >= budget.max_turns:
-            n.budget_exhausted = "turns"
+        used = out.prompt_tokens + out.completion_tokens
+        n.budget_exhausted = n.spent(budget, used, time.perf_counter() - started)
+        if n.budget_exhausted:
             break
-        if out.prompt_tokens + out.completion_tokens >= budget.max_tokens:
-            n.budget_exhausted = "tokens"
-            break
-        if budget.max_seconds is not None and time.perf_counter() - started >= budget.max_seconds:
-            n.budget_exhausted = "seconds"
-            break
-        result = await llm.complete(messages, schemas)
+        turn = await protocol.ask(llm, messages, function_name, n.last_reply(budget, used))
         n.turns += 1
-        if not result.ok:
-            if n.turns > 1 and "ContextWindowExceeded" in (result.error or ""):
+        if not turn.result.ok:
+            if n.turns > 1 and "ContextWindowExceeded" in (turn.result.error or ""):
                 n.budget_exhausted = "context"  # the conversation outgrew the model: score the last code
             else:
-                out.error = result.error
+                out.error = turn.result.error
             break
-        out.prompt_tokens += result.prompt_tokens
-        out.completion_tokens += result.completion_tokens
-        out.cost_usd += result.cost_usd
-        out.cached = out.cached and result.cached
-        out.llm_seconds += 0.0 if result.cached else result.latency_s
-        out.response = result.text
-        calls, ids = _calls(result, native)
-        out.trajectory.append(
-            {
-                "type": "assistant",
-                "content": result.text,
-                "tool_calls": [{"name": c.name, "arguments": c.raw} for c in calls],
-                "prompt_tokens": result.prompt_tokens,
-                "completion_tokens": result.completion_tokens,
-                "cached": result.cached,
-            }
-        )
-        if native and result.tool_calls:
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": result.text or None,
-                    "tool_calls": [
-                        {"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                        for i, c in zip(ids, result.tool_calls, strict=True)
-                    ],
-                }
-            )
-        else:
-            messages.append({"role": "assistant", "content": result.text})
-        if not calls:
+        out.add(turn)
+        n.last_cost = turn.result.prompt_tokens + turn.result.completion_tokens
+        messages.append(protocol.assistant_message(turn))
+        if not turn.calls:
             n.replies_without_call += 1
-            code = extract_code(result.text, function_name)
-            if code:  # a plain answer with a function: taken as the submission
+            if code := extract_code(turn.result.text, function_name):  # a plain answer: the submission
                 last_code, n.submitted = code, True
                 break
-            nudge = NUDGE if native else TEXT_NUDGE
-            messages.append({"role": "user", "content": nudge})
-            out.trajectory.append({"type": "user", "content": nudge})
+            messages.append({"role": "user", "content": protocol.nudge})
+            out.trajectory.append({"type": "user", "content": protocol.nudge})
             continue
         replies: list[tuple[str, str, str]] = []  # (id, name, text)
-        done = False
-        for call, call_id in zip(calls, ids, strict=True):
+        for call, call_id in zip(turn.calls, turn.ids, strict=True):
             if n.tool_calls >= budget.max_tool_calls:
                 n.budget_exhausted = "tool_calls"
-                done = True
                 break
             n.tool_calls += 1
             text, code, valid = await _run_tool(call, tools, function_name, n)
-            if code:
-                last_code = code
+            last_code = code or last_code
             n.valid_tool_calls += valid
             n.invalid_tool_calls += not valid
             n.lenient_tool_calls += valid and call.lenient
+            name = call.name or "(unparsed)"
             out.trajectory.append(
-                {
-                    "type": "tool",
-                    "name": call.name or "(unparsed)",
-                    "arguments": call.raw,
-                    "result": text,
-                    "valid": valid,
-                }
+                {"type": "tool", "name": name, "arguments": call.raw, "result": text, "valid": valid}
             )
             replies.append((call_id, call.name, text))
             if call.name == "submit" and valid:
                 n.submitted = True
-                done = True
                 break
-        if native and result.tool_calls:
-            answered = {i for i, _, _ in replies}
-            for i, name, text in replies:
-                messages.append({"role": "tool", "tool_call_id": i, "name": name, "content": text})
-            for i, c in zip(ids, result.tool_calls, strict=True):  # every call needs an answer
-                if i not in answered:
-                    messages.append({"role": "tool", "tool_call_id": i, "name": c.name, "content": "not run"})
-        elif replies:
-            body = "\n".join(f"<tool_response>\n{text}\n</tool_response>" for _, _, text in replies)
-            messages.append({"role": "user", "content": body})
-        if done:
+        messages.extend(protocol.result_messages(turn, replies))
+        if n.submitted or n.budget_exhausted:
             break
-    out.code = last_code
-    out.messages = messages
-    out.stats = {
-        "turns": n.turns,
-        "tool_calls": n.tool_calls,
-        "valid_tool_calls": n.valid_tool_calls,
-        "invalid_tool_calls": n.invalid_tool_calls,
-        "lenient_tool_calls": n.lenient_tool_calls,
-        "replies_without_call": n.replies_without_call,
-        "searches": n.searches,
-        "test_runs": n.test_runs,
-        "searches_after_failing_tests": n.searches_after_failing_tests,
-        "submitted": n.submitted,
-        "budget_exhausted": n.budget_exhausted,
-        "protocol": "native" if native else "text",
-    }
+    out.code, out.messages, out.stats = last_code, messages, n.stats(protocol)
     return out
 
 

@@ -11,6 +11,10 @@ template's own tool format), which the harness parses:
     {"name": "run_tests", "arguments": {"code": "def f(x): ..."}}
     </tool_call>
 
+Their replies are decoded under a grammar (:mod:`.grammar`, :mod:`.protocol`) that admits only one such
+call with valid arguments or a final code block, so the parser's lenient paths serve only unconstrained
+text-protocol runs.
+
 Tool results go back as ``tool`` messages (native) or as a user message holding
 ``<tool_response>...</tool_response>`` (text). A tool that fails (bad arguments, an unknown tool, a
 sandbox error) returns an error text to the model; it never stops the run.

@@ -328,11 +328,19 @@ class LLMClient:
             return
         self._pool = process_pool(self.processes)
 
-    def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        """Cache key of a request: model, messages, tools, output-affecting params and the API base."""
+    def key(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        grammar: str | None = None,
+    ) -> str:
+        """Cache key of a request: model, messages, tools, the decoding grammar, output-affecting params
+        and the API base (an unconstrained reply is never served for a constrained request)."""
         params = {**self.params, "api_base": self.api_base}
         if tools:
             params["tools"] = tools
+        if grammar:
+            params["grammar"] = grammar
         return cache_key(self.model, messages, params)
 
     async def _prepare(self) -> Any:
@@ -350,17 +358,23 @@ class LLMClient:
         return litellm
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        grammar: str | None = None,
     ) -> LLMResult:
         """The completion for ``messages``: from the cache, or from the provider with retries.
 
         ``tools`` (OpenAI function schemas) enables native function calling; the calls come back in
-        :attr:`LLMResult.tool_calls`."""
-        key = self.key(messages, tools)
+        :attr:`LLMResult.tool_calls`. ``grammar`` (GBNF text, ``local/`` models only) constrains the
+        reply to the grammar's language (:mod:`agentbench.agent.grammar`)."""
+        if grammar and not self.is_local:
+            raise ConfigError(f"{self.model}: a decoding grammar needs a local/ model")
+        key = self.key(messages, tools, grammar)
         if (hit := self._cached(key)) is not None:
             return hit
         if self.cache is None:
-            return await self._call_with_retries(await self._prepare(), messages, tools)
+            return await self._call_with_retries(await self._prepare(), messages, tools, grammar)
         loop = asyncio.get_running_loop()
         twin = self._in_flight.get(key)
         if twin is not None and twin.get_loop() is loop:
@@ -374,7 +388,7 @@ class LLMClient:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # a fatal error nobody awaited
         self._in_flight[key] = future  # until the answer is in the cache, so no twin misses both
         try:
-            result = await self._call_with_retries(await self._prepare(), messages, tools)
+            result = await self._call_with_retries(await self._prepare(), messages, tools, grammar)
             future.set_result(result)
             if result.ok:
                 # a write transaction takes milliseconds: on the event loop it would stall every request
@@ -438,13 +452,19 @@ class LLMClient:
         )
 
     async def _call_with_retries(
-        self, litellm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+        self,
+        litellm: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        grammar: str | None = None,
     ) -> LLMResult:
         """The provider's answer, each attempt holding a concurrency slot only while it is in flight
         (the wait before a retry does not)."""
         kwargs: dict[str, Any] = dict(self.params)
         if tools:
             kwargs["tools"] = tools
+        if grammar:  # reaches the local provider's optional_params, then its worker process as JSON
+            kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "grammar": grammar}
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:

@@ -273,6 +273,9 @@ def _sampling(optional_params: dict) -> dict[str, Any]:
     }
     if optional_params.get("top_p") is not None:
         params["top_p"] = float(optional_params["top_p"])
+    grammar = optional_params.get("grammar") or (optional_params.get("extra_body") or {}).get("grammar")
+    if grammar:  # GBNF text: the worker samples the reply under it
+        params["grammar"] = str(grammar)
     stop = optional_params.get("stop")
     if stop:
         params["stop"] = [stop] if isinstance(stop, str) else list(stop)

@@ -24,7 +24,8 @@ shared system prompt again each time: about 1.2 s more per request for the 0.5B 
 output (0.5B model, x86-64 AVX2 build: 1 to 4 threads, and under CPU load, gave identical text).
 
 Protocol: one JSON object per line. The worker first answers ``{"ok": true}`` (or an error), then
-for each request ``{"messages": [...], "params": {...}}`` (or ``{"op": "reset"}``) one reply
+for each request ``{"messages": [...], "params": {...}}`` (``params`` may hold ``grammar``, a GBNF text the
+reply is sampled under; see :mod:`agentbench.agent.grammar`) (or ``{"op": "reset"}``) one reply
 ``{"ok": true, "result": <chat completion>}`` or
 ``{"ok": false, "error": <exception class>, "message": ...}``. The worker exits on end of input.
 """
@@ -91,6 +92,21 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": type(exc).__name__, "message": str(exc)}
 
 
+_grammars: dict[str, Any] = {}
+
+
+def _grammar(gbnf: str) -> Any:
+    """The ``LlamaGrammar`` of a GBNF text (a request parameter travels as text; the few distinct
+    grammars of a run are kept)."""
+    if gbnf not in _grammars:
+        from llama_cpp import LlamaGrammar
+
+        if len(_grammars) >= 64:
+            _grammars.clear()
+        _grammars[gbnf] = LlamaGrammar.from_string(gbnf, verbose=False)
+    return _grammars[gbnf]
+
+
 def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
     try:
         from llama_cpp import Llama
@@ -117,7 +133,12 @@ def serve(spec: dict[str, Any], requests: IO[str], out: IO[str]) -> int:
             continue
         try:
             llama.reset()  # no prompt-prefix reuse: see the module docstring
-            result = llama.create_chat_completion(messages=request["messages"], **request["params"])
+            params = dict(request["params"])
+            if params.get("grammar"):
+                params["grammar"] = _grammar(params["grammar"])
+            else:
+                params.pop("grammar", None)
+            result = llama.create_chat_completion(messages=request["messages"], **params)
         except Exception as exc:
             _reply(out, _error(exc))
             continue

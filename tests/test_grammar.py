@@ -1,0 +1,165 @@
+"""The decoding grammar of ``local/`` agents (agent/grammar.py), checked with its Python equivalent: what
+it admits, the adversarial replies it rejects, bad schemas, and that it reaches the cache key.
+tests/test_grammar_local.py checks the same replies against llama.cpp's own grammar engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentbench.agent import Agent
+from agentbench.agent.grammar import GrammarError, check_schemas, reply_grammar
+from agentbench.agent.protocol import NativeProtocol, TextProtocol, protocol_for
+from agentbench.agent.tools import TOOL_SCHEMAS, parse_text_calls
+from agentbench.errors import ConfigError
+from agentbench.llm import LLMClient
+
+FN = "merge_intervals"
+CODE = "def merge_intervals(intervals):\n    return sorted(intervals)\n"
+
+
+def call(name: str, arguments: dict, raw: str | None = None) -> str:
+    body = raw if raw is not None else json.dumps({"name": name, "arguments": arguments})
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+VALID = [
+    call("run_tests", {"code": CODE}),
+    call("submit", {"code": CODE}),
+    call("submit", {"code": "import bisect\nfrom typing import List\n" + CODE}),
+    call("search_code", {"query": "merge overlapping intervals"}),
+    call("search_code", {"query": "merge overlapping intervals", "k": 3}),
+    call("search_code", {"query": 'quote " and \\ and \u00e9 and \t tab'}),
+    "```python\n" + CODE + "```",
+    "```python\nimport heapq\n" + CODE + "\ndef helper(x):\n    return `x`\n```",
+]
+
+ADVERSARIAL = {
+    "the task's function as a tool": call(FN, {"intervals": [[1, 2]]}),
+    "an unknown tool": call("run_code", {"code": CODE}),
+    "missing argument": call("search_code", {"k": 2}),
+    "missing code": call("run_tests", {}),
+    "extra argument": call("run_tests", {"code": CODE, "tests": ["assert True"]}),
+    "extra argument after optional": call("search_code", {"query": "q", "k": 2, "lang": "py"}),
+    "wrong argument type": call("search_code", {"query": "q", "k": "3"}),
+    "arguments as a string": call("search_code", {}, raw='{"name": "search_code", "arguments": "{}"}'),
+    "two calls in one reply": call("run_tests", {"code": CODE}) + "\n" + call("submit", {"code": CODE}),
+    "prose before the call": "Let me test it.\n" + call("run_tests", {"code": CODE}),
+    "prose after the call": call("run_tests", {"code": CODE}) + "\nThat should work.",
+    "code for another function": call("submit", {"code": "def solve(x):\n    return x\n"}),
+    "raw newline in a JSON string": call(
+        "submit", {}, raw='{"name": "submit", "arguments": {"code": "def ' + FN + '(x):\n    return x"}}'
+    ),
+    "unclosed call": call("submit", {"code": CODE})[: -len("</tool_call>")],
+    "a fenced JSON call": '```json\n{"name": "submit", "arguments": {"code": "def merge_intervals(): pass"}}\n```',
+    "prose before the answer": "Here is the code:\n```python\n" + CODE + "```",
+    "prose after the answer": "```python\n" + CODE + "```\nDone.",
+    "two code blocks": "```python\n" + CODE + "```\n```python\n" + CODE + "```",
+    "answer without the function": "```python\ndef other(x):\n    return x\n```",
+    "bare code": CODE,
+    "empty reply": "",
+}
+
+
+@pytest.fixture(scope="module")
+def grammar():
+    return reply_grammar(TOOL_SCHEMAS, FN)
+
+
+@pytest.mark.parametrize("reply", VALID)
+def test_the_grammar_admits_calls_and_answers(grammar, reply: str) -> None:
+    assert grammar.accepts(reply), reply
+    calls = parse_text_calls(reply)
+    assert len(calls) <= 1 and all(c.name in grammar.tools and c.arguments is not None for c in calls)
+
+
+@pytest.mark.parametrize("what", ADVERSARIAL)
+def test_the_grammar_rejects_adversarial_replies(grammar, what: str) -> None:
+    assert not grammar.accepts(ADVERSARIAL[what])
+
+
+def test_the_last_reply_may_only_submit_or_answer() -> None:
+    final = reply_grammar(TOOL_SCHEMAS, FN, ("submit",))
+    assert final.tools == ("submit",)
+    assert final.accepts(call("submit", {"code": CODE})) and final.accepts("```python\n" + CODE + "```")
+    assert not final.accepts(call("run_tests", {"code": CODE}))
+    assert not final.accepts(call("search_code", {"query": "q"}))
+    assert '"search_code"' not in final.gbnf and '"run_tests"' not in final.gbnf
+
+
+def test_the_gbnf_spells_the_same_language(grammar) -> None:
+    gbnf = grammar.gbnf
+    assert gbnf.startswith("root ::= ") and gbnf.count("::=") == 1
+    for name in ("search_code", "run_tests", "submit"):
+        assert json.dumps(f'<tool_call>\n{{"name": "{name}", "arguments": ') in gbnf
+    assert f"def {FN}(" in gbnf and "[0-9]{0,15}" in gbnf
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"type": "object", "properties": {"q": {"$ref": "#/defs/q"}}}, "'$ref'"),
+        ({"type": "object", "properties": {"q": {"type": "string", "pattern": "a+"}}}, "'pattern'"),
+        ({"type": "object", "properties": {"q": {"type": "integer", "minimum": 0}}}, "narrow integer range"),
+        ({"type": "object", "properties": {"q": {}}}, "type null"),
+        ({"type": "object", "properties": {}, "required": ["q"]}, "required property 'q'"),
+    ],
+)
+def test_a_schema_without_a_grammar_is_one_line(schema: dict, says: str) -> None:
+    bad = [*TOOL_SCHEMAS, {"type": "function", "function": {"name": "lookup", "parameters": schema}}]
+    with pytest.raises(GrammarError, match="tool lookup") as info:
+        check_schemas(bad)
+    assert says in str(info.value) and "\n" not in str(info.value)
+    assert isinstance(info.value, ConfigError)  # the CLI's exit 2
+
+
+def test_a_local_agent_checks_its_schemas_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentbench.agent.generate as generate
+
+    bad = [{"type": "function", "function": {"name": "x", "parameters": {"type": "tuple"}}}]
+    monkeypatch.setattr(generate, "TOOL_SCHEMAS", bad)
+    with pytest.raises(GrammarError, match='type "tuple"'):
+        Agent(LLMClient("local/qwen2.5-coder-0.5b", cache=False))
+    Agent(LLMClient("openai/gpt-4o-mini", cache=False))  # native function calling needs no grammar
+
+
+def test_narrow_ranges_enums_and_arrays() -> None:
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "pick",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer", "minimum": 1, "maximum": 5},
+                    "mode": {"enum": ["fast", "exact"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "strict": {"type": "boolean"},
+                },
+                "required": ["n"],
+            },
+        },
+    }
+    g = reply_grammar([schema], FN)
+    assert g.accepts(call("pick", {"n": 5, "mode": "exact", "tags": ["a", "b"], "strict": True}))
+    assert g.accepts(call("pick", {"n": 1, "tags": []}))
+    assert not g.accepts(call("pick", {"n": 6}))
+    assert not g.accepts(call("pick", {"n": 2, "mode": "slow"}))
+    assert not g.accepts(call("pick", {"mode": "fast"}))
+
+
+def test_protocols_and_the_cache_key() -> None:
+    local, api = (
+        LLMClient("local/qwen2.5-coder-0.5b", cache=False),
+        LLMClient("openai/gpt-4o-mini", cache=False),
+    )
+    assert isinstance(protocol_for(api), NativeProtocol)
+    text = protocol_for(local)
+    assert isinstance(text, TextProtocol) and text.constrained and text.name == "text"
+    messages = [{"role": "user", "content": "hi"}]
+    gbnf = reply_grammar(TOOL_SCHEMAS, FN).gbnf
+    final = reply_grammar(TOOL_SCHEMAS, FN, ("submit",)).gbnf
+    keys = {local.key(messages), local.key(messages, grammar=gbnf), local.key(messages, grammar=final)}
+    assert len(keys) == 3  # a reply cached without the grammar (or under another) is never reused
+    assert local.key(messages, grammar=None) == local.key(messages)  # unconstrained keys are unchanged

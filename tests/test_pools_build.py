@@ -299,14 +299,14 @@ def _verdict(outcomes: str) -> object:
 
 
 def test_selection_prefers_the_subtlest_mutant_of_each_bug_type() -> None:
-    from agentbench.pools.build import _TaskPlan
+    from agentbench.pools.selection import TaskPlan
     from agentbench.pools.mutate import Mutant
 
     def mutant(bug_type: str, n: int) -> Mutant:
         return Mutant(bug_type, f"# {bug_type} {n}", 1, "", "", "")
 
     order = [mutant("a", 1), mutant("b", 1), mutant("a", 2), mutant("c", 1), mutant("b", 2), mutant("c", 2)]
-    plan = _TaskPlan(order, explore=6)
+    plan = TaskPlan(order, explore=6)
     plan.verdicts = [_verdict(v) for v in ("FF..", "F...", "F...", "FFFF", "FF..", "F.F.")]
     assert plan.choose(2) is None  # a1/b2 and b1/a2 agree on every verdict: they are probed first
     assert sorted(plan.want) == [0, 1, 2, 4]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from .build import read_build_report
+from .build_report import read_build_report
 from .models import Pool
 
 __all__ = ["pool_stats"]

@@ -25,8 +25,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from ...errors import ConfigError, PoolError
-from ..build import SourceTask
 from ..models import Pool
+from ..sources import SourceTask
 from .assemble import make_task
 from .classify import Candidate
 from .closure import Unassemblable, assemble, function_source

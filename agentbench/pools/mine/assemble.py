@@ -14,7 +14,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from ..build import SourceTask
+from ..sources import SourceTask
 from ..spec import unstated_conventions
 from .discover import Function
 from .scope import SetupItem

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...files import atomic_write_text
-from ..build import BuildReport
+from ..build_report import BuildReport
 from ..io import write_pool
 from ..models import Pool
 from .classify import Candidate

@@ -14,7 +14,7 @@ embedding and execution caches (so retrieval scoring is warm) and an empty LLM-r
    code for the first time;
 2. ``warm``: the same command again (executions and the Chroma collection now cached, LLM calls not);
 3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
-   (``_generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
+   (``generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
    apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
    depend on the API. The LiteLLM calls go to worker processes as ``--llm-processes`` (default: auto,
    2 at ``--concurrency 64`` on two cores) says;
@@ -154,7 +154,7 @@ def stage_run(
     from agentbench.pipeline import RunConfig
 
     module = sys.modules["agentbench.pipeline.evaluate"]
-    original = module._generate_and_execute
+    original = module.generate_and_execute
     spans: list[tuple[float, float]] = []
 
     async def timed(*a: Any, **kw: Any) -> Any:  # the chunked run stage of old called it per chunk
@@ -187,13 +187,13 @@ def stage_run(
         limit=args.limit,
         llm_processes=processes,
     )
-    module._generate_and_execute = timed
+    module.generate_and_execute = timed
     try:
         started, worker_cpu = time.perf_counter(), workers_cpu()
         result = evaluate_config(RunConfig(**settings), show_progress=False)
         wall, worker_cpu = time.perf_counter() - started, workers_cpu() - worker_cpu
     finally:
-        module._generate_and_execute = original
+        module.generate_and_execute = original
     stats = stub.stats()
     statuses = check_records(root / name, len(result.records))
     stage = spans[-1][1] - spans[0][0]  # first start to last end

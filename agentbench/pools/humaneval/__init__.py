@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ...errors import PoolError
 from ...execution import ExecResult, Job
-from .convert import Conversion, convert, read_problems, render_toml
+from .convert import Conversion, convert, read_problems
+from .render import render_toml
 
 __all__ = [
     "HUMANEVAL_DIR",

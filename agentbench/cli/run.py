@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +39,9 @@ from .options import (
 )
 from .options import option as _option
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 _RUN_FIELDS = RunConfig.model_fields
 _RUN_DEFAULTS = {name: f.default for name, f in _RUN_FIELDS.items()}
 
@@ -47,98 +50,126 @@ def _run_option(name: str):  # noqa: ANN202 - a typer OptionInfo
     return _option(name, fields=_RUN_FIELDS)
 
 
+LlmOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Any LiteLLM model string, or local/qwen2.5-coder-1.5b|0.5b. "
+        "Repeat for a matrix run (every LLM with every embedder).",
+        show_default=DEFAULT_MODEL,
+    ),
+]
+EmbedderOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="minilm, bm25, st:<model>, litellm:<model>. Repeat for a matrix run.",
+        show_default=DEFAULT_EMBEDDER,
+    ),
+]
+RetrieverOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Your retriever as module:attr (a LangChain BaseRetriever, a callable (query, k) or a "
+        "factory taking the corpus); replaces --embedder. Repeatable; with --embedder too, each is one "
+        "more retriever of the matrix."
+    ),
+]
+AgentOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Your agent as module:attr (a LangChain Runnable or a callable taking the task, sync or "
+        "async); replaces --llm and --prompt. Repeatable; with --llm too, each is one more agent of "
+        "the matrix."
+    ),
+]
+ConditionsOpt = Annotated[
+    str,
+    typer.Option(
+        help=f"Comma-separated subset of {','.join(available(rerank=True))} (rag_reranked needs --rerank)."
+    ),
+]
+_DEFAULT_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
+KOpt = Annotated[int, typer.Option("--k", help="Retrieved snippets given as context in the rag condition.")]
+ConcurrencyOpt = Annotated[int, typer.Option(help="Concurrent LLM requests.")]
+LlmProcessesOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Worker processes making the API calls (0: in this process). Default: none below "
+        "--concurrency 16, else one per 32 requests in flight, at most one per core.",
+        show_default="auto",
+    ),
+]
+RunDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run directory (default runs/<timestamp>-<llm>-<embedder>); for a matrix, the directory "
+        "holding one run directory per combination (default runs/<timestamp>-matrix)."
+    ),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Continue the run (or matrix) in --run-dir without redoing finished records or combinations."
+    ),
+]
+RetryErrorsOpt = Annotated[
+    bool, typer.Option("--retry-errors/--no-retry-errors", help=_RUN_FIELDS["retry_errors"].description)
+]
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Matrix runs: the combination the others are compared with, as its number (1 = first), "
+        "LLM,EMBEDDER or an --llm/--embedder value naming one combination.",
+        show_default="1",
+    ),
+]
+PromptOpt = Annotated[
+    str | None, typer.Option(help="A prompt template file or directory of <condition>.md files.")
+]
+ApiBaseOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL for the LLM.")]
+MaxTokensOpt = Annotated[int, typer.Option(help="Maximum tokens per generation.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")]
+FormatOpt = Annotated[
+    OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
+]
+
+# The options that are RunConfig settings under their own name (--conditions once split at commas), in
+# the order they were always passed; --llm, --embedder, --agent and --retriever are added per run.
+_SETTINGS = (
+    "pool", "conditions", "k", "limit", "sample", "concurrency", "llm_processes", "seed", "prompt",
+    "api_base", "max_tokens", "sandbox", "sandbox_workers", "ray", "timeout", "store_dir", "chroma_url",
+    "run_dir", "resume", "retry_errors", "max_error_rate", "rerank", "visible_tests", "rerank_k", "tests",
+    "max_turns", "max_tool_calls", "max_agent_tokens", "max_agent_seconds",
+)  # fmt: skip
+
+
 def run(
-    llm: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Any LiteLLM model string, or local/qwen2.5-coder-1.5b|0.5b. "
-            "Repeat for a matrix run (every LLM with every embedder).",
-            show_default=DEFAULT_MODEL,
-        ),
-    ] = None,
-    embedder: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="minilm, bm25, st:<model>, litellm:<model>. Repeat for a matrix run.",
-            show_default=DEFAULT_EMBEDDER,
-        ),
-    ] = None,
-    retriever: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Your retriever as module:attr (a LangChain BaseRetriever, a callable (query, k) or a "
-            "factory taking the corpus); replaces --embedder. Repeatable; with --embedder too, each is one "
-            "more retriever of the matrix."
-        ),
-    ] = None,
-    agent: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Your agent as module:attr (a LangChain Runnable or a callable taking the task, sync or "
-            "async); replaces --llm and --prompt. Repeatable; with --llm too, each is one more agent of "
-            "the matrix."
-        ),
-    ] = None,
+    llm: LlmOpt = None,
+    embedder: EmbedderOpt = None,
+    retriever: RetrieverOpt = None,
+    agent: AgentOpt = None,
     pool: PoolOpt = "core",
-    conditions: Annotated[
-        str,
-        typer.Option(
-            help=f"Comma-separated subset of {','.join(available(rerank=True))} (rag_reranked needs --rerank)."
-        ),
-    ] = ",".join(DEFAULT_CONDITIONS),
-    k: Annotated[
-        int, typer.Option("--k", help="Retrieved snippets given as context in the rag condition.")
-    ] = 1,
+    conditions: ConditionsOpt = _DEFAULT_CONDITIONS,
+    k: KOpt = 1,
     limit: LimitOpt = DEFAULTS["limit"],
     sample: SampleOpt = DEFAULTS["sample"],
-    concurrency: Annotated[int, typer.Option(help="Concurrent LLM requests.")] = 4,
-    llm_processes: Annotated[
-        int | None,
-        typer.Option(
-            help="Worker processes making the API calls (0: in this process). Default: none below "
-            "--concurrency 16, else one per 32 requests in flight, at most one per core.",
-            show_default="auto",
-        ),
-    ] = None,
-    run_dir: Annotated[
-        str | None,
-        typer.Option(
-            help="Run directory (default runs/<timestamp>-<llm>-<embedder>); for a matrix, the directory "
-            "holding one run directory per combination (default runs/<timestamp>-matrix)."
-        ),
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            help="Continue the run (or matrix) in --run-dir without redoing finished records or combinations."
-        ),
-    ] = False,
-    retry_errors: Annotated[
-        bool,
-        typer.Option("--retry-errors/--no-retry-errors", help=_RUN_FIELDS["retry_errors"].description),
-    ] = _RUN_DEFAULTS["retry_errors"],
+    concurrency: ConcurrencyOpt = 4,
+    llm_processes: LlmProcessesOpt = None,
+    run_dir: RunDirOpt = None,
+    resume: ResumeOpt = False,
+    retry_errors: RetryErrorsOpt = _RUN_DEFAULTS["retry_errors"],
     max_error_rate: Annotated[float, _run_option("max_error_rate")] = _RUN_DEFAULTS["max_error_rate"],
-    baseline: Annotated[
-        str | None,
-        typer.Option(
-            help="Matrix runs: the combination the others are compared with, as its number (1 = first), "
-            "LLM,EMBEDDER or an --llm/--embedder value naming one combination.",
-            show_default="1",
-        ),
-    ] = None,
+    baseline: BaselineOpt = None,
     seed: SeedOpt = DEFAULTS["seed"],
-    prompt: Annotated[
-        str | None, typer.Option(help="A prompt template file or directory of <condition>.md files.")
-    ] = None,
-    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL for the LLM.")] = None,
-    max_tokens: Annotated[int, typer.Option(help="Maximum tokens per generation.")] = 1024,
+    prompt: PromptOpt = None,
+    api_base: ApiBaseOpt = None,
+    max_tokens: MaxTokensOpt = 1024,
     sandbox: SandboxOpt = DEFAULTS["sandbox"],
     sandbox_workers: SandboxWorkersOpt = DEFAULTS["sandbox_workers"],
     ray: RayOpt = DEFAULTS["ray"],
     timeout: TimeoutOpt = DEFAULTS["timeout"],
     store_dir: StoreDirOpt = DEFAULTS["store_dir"],
     chroma_url: ChromaUrlOpt = DEFAULTS["chroma_url"],
-    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
+    as_json: JsonOpt = False,
     rerank: RerankOpt = DEFAULTS["rerank"],
     visible_tests: VisibleTestsOpt = DEFAULTS["visible_tests"],
     rerank_k: RerankKOpt = DEFAULTS["rerank_k"],
@@ -153,67 +184,46 @@ def run(
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
     junit: JunitOpt = None,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
-    ] = OutputFormat.table,
+    output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
-    from ..analysis.terminal import print_rerank, print_summary
-    from ..api import evaluate_config, run_config
-    from ..pipeline.outage import check_error_rate
+    settings = _settings(locals())  # first: locals() is exactly the options here
+    from ..api import run_config
 
-    settings = dict(
-        pool=pool,
-        conditions=[c.strip() for c in conditions.split(",") if c.strip()],
-        k=k,
-        limit=limit,
-        sample=sample,
-        concurrency=concurrency,
-        llm_processes=llm_processes,
-        seed=seed,
-        prompt=prompt,
-        api_base=api_base,
-        max_tokens=max_tokens,
-        sandbox=sandbox,
-        sandbox_workers=sandbox_workers,
-        ray=ray,
-        timeout=timeout,
-        store_dir=store_dir,
-        chroma_url=chroma_url,
-        run_dir=run_dir,
-        resume=resume,
-        retry_errors=retry_errors,
-        max_error_rate=max_error_rate,
-        rerank=rerank,
-        visible_tests=visible_tests,
-        rerank_k=rerank_k,
-        tests=tests,
-        max_turns=max_turns,
-        max_tool_calls=max_tool_calls,
-        max_agent_tokens=max_agent_tokens,
-        max_agent_seconds=max_agent_seconds,
-    )
     llms, embedders, agents, retrievers = llm or [], embedder or [], agent or [], retriever or []
+    as_json = as_json or output_format is OutputFormat.json
     if len(llms) + len(agents) > 1 or len(embedders) + len(retrievers) > 1:
         if fail_under or fail_over or junit:
             raise ConfigError("--fail-under, --fail-over and --junit gate a single run, not a matrix")
-        _run_matrix(
-            run_config(**settings), llms, embedders, agents, retrievers, baseline, as_json or output_format
-        )
+        _run_matrix(run_config(**settings), llms, embedders, agents, retrievers, baseline, as_json)
         return
     if baseline is not None:
         raise ConfigError("--baseline compares the combinations of a matrix: repeat --llm or --embedder")
-    settings.update(
+    config = run_config(
+        **settings,
         llm=llms[0] if llms else DEFAULT_MODEL,
         embedder=embedders[0] if embedders else DEFAULT_EMBEDDER,
         agent=agents[0] if agents else None,
         retriever=retrievers[0] if retrievers else None,
     )
-    config = run_config(**settings)
-    # bad thresholds fail before any work (exit 2)
-    thresholds = parse_gate(fail_under, fail_over)
+    _run_single(config, parse_gate(fail_under, fail_over), junit, as_json)
+
+
+def _settings(options: dict[str, Any]) -> dict[str, Any]:
+    """The RunConfig settings among the command's ``options`` (by name), --conditions as a list."""
+    settings = {name: options[name] for name in _SETTINGS}
+    settings["conditions"] = [c.strip() for c in options["conditions"].split(",") if c.strip()]
+    return settings
+
+
+def _run_single(config: RunConfig, thresholds: list, junit: Path | None, as_json: bool) -> None:
+    """One run: check the gate's thresholds against the config (exit 2 before any work), evaluate,
+    print the summary (or summary.json), then fail on too many errors and enforce the gate (exit 1)."""
+    from ..analysis.terminal import print_rerank, print_summary
+    from ..api import evaluate_config
+    from ..pipeline.outage import check_error_rate
+
     precheck(config, thresholds)
-    as_json = as_json or output_format is OutputFormat.json
     result = evaluate_config(config, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
@@ -222,7 +232,6 @@ def run(
         print_rerank(result.summary.rerank)
         typer.echo(f"run directory: {result.run_dir}")
     check_error_rate(result.records, config.max_error_rate, result.run_dir)
-    # exit 1 when a threshold is violated
     enforce(result.summary, thresholds, records=result.records, junit=junit)
 
 
@@ -233,7 +242,7 @@ def _run_matrix(
     agents: list[str],
     retrievers: list[str],
     baseline: str | None,
-    as_json: bool | OutputFormat,
+    as_json: bool,
 ) -> None:
     """A matrix run (repeated --llm/--embedder/--agent/--retriever): agentbench.api.evaluate_matrix_config."""
     from ..analysis.leaderboard import HTML_FILE, JSON_FILE
@@ -241,7 +250,6 @@ def _run_matrix(
     from ..api import evaluate_matrix_config
     from ..pipeline.outage import check_error_rate
 
-    as_json = as_json is True or as_json is OutputFormat.json
     result = evaluate_matrix_config(
         config,
         llms=llms,

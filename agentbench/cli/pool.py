@@ -4,34 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..errors import ConfigError, PoolError
-from ..execution import SANDBOX_KINDS, Job, make_executor
-from ..execution.cache import ExecCache, run_cached
-from ..pools import (
-    build_pool,
-    execution_problems,
-    load_pool,
-    pool_stats,
-    read_sources,
-    replicate_pool,
-    resolve_pool_path,
-    scan_pool,
-    spec_problems,
-    structural_problems,
-    structural_warnings,
-    write_pool,
-)
-from ..pools.augment import AUGMENT_REPORT, DEFAULT_INPUTS, DEFAULT_MAX_ADDED, AugmentReport, augment_pool
-from ..pools.build import write_build_report
-from ..pools.validate import EMPTY_FIX
-from ..progress import progress_bar
+from ..execution.base import SANDBOX_KINDS
+from ..pools.augment import DEFAULT_INPUTS, DEFAULT_MAX_ADDED
 from .options import check_output_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..execution import ExecResult, Executor, Job
+    from ..pools import Pool
+    from ..pools.augment import AugmentReport
 
 app = typer.Typer(help="Build, validate and describe task pools.", no_args_is_help=True)
 console = Console()
@@ -56,10 +45,11 @@ InputsOpt = Annotated[
 ]
 
 
-def _write(pool, out: Path) -> None:
+def _write(pool: Pool, out: Path) -> None:
     """``write_pool`` with a failed write as one line naming the path (files already there stay whole:
     each is replaced atomically or not at all)."""
     from ..cache import write_problem
+    from ..pools import write_pool
 
     try:
         write_pool(pool, out)
@@ -69,12 +59,15 @@ def _write(pool, out: Path) -> None:
         ) from exc
 
 
-def _runner(executor, label: str):
+def _runner(executor: Executor, label: str) -> Callable[[list[Job]], list[ExecResult]]:
     """Run jobs through the shared execution cache with a progress bar per batch."""
+    from ..execution.cache import ExecCache, run_cached
+    from ..progress import progress_bar
+
     rounds = 0
     cache = ExecCache()
 
-    def run(jobs: list[Job]):
+    def run(jobs: list[Job]) -> list[ExecResult]:
         nonlocal rounds
         rounds += 1
         with progress_bar(f"{label} ({rounds})" if rounds > 1 else label, len(jobs)) as advance:
@@ -119,6 +112,11 @@ def build(
     as_json: Annotated[bool, typer.Option("--json", help="Print the build summary as JSON.")] = False,
 ) -> None:
     """Turn canonical implementations with tests into a pool of execution-verified distractors."""
+    from ..execution import make_executor
+    from ..pools import build_pool, read_sources
+    from ..pools.augment import augment_pool
+    from ..pools.build import write_build_report
+
     tasks = read_sources(src)
     check_output_dir(out, "--out")  # before any execution
     augmented = None
@@ -163,6 +161,7 @@ def build(
 
 def _write_augment_report(report: AugmentReport, out: Path) -> None:
     from ..files import atomic_write_text
+    from ..pools.augment import AUGMENT_REPORT
 
     try:
         atomic_write_text(out / AUGMENT_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
@@ -172,6 +171,8 @@ def _write_augment_report(report: AugmentReport, out: Path) -> None:
 
 def _print_augment(report: AugmentReport, out: Path) -> None:
     """Each task's mutation score before and after (killed / non-equivalent mutants), then a summary."""
+    from ..pools.augment import AUGMENT_REPORT
+
     table = Table(title="mutation score per task (killed / non-equivalent mutants)")
     for col in ("task", "mutants", "before", "after", "added asserts", "dropped inputs"):
         table.add_column(col)
@@ -218,6 +219,10 @@ def augment_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Add asserts that separate wrong solutions to an existing pool, stored apart as augmented_tests."""
+    from ..execution import make_executor
+    from ..pools import load_pool
+    from ..pools.augment import augment_pool
+
     source = load_pool(pool)
     if out.resolve() == Path(source.path).resolve():
         raise ConfigError(f"--out {out} is the input pool: write the augmented pool to another directory")
@@ -251,6 +256,17 @@ def validate(
     ray: RayOpt = None,
 ) -> None:
     """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
+    from ..execution import make_executor
+    from ..pools import (
+        execution_problems,
+        resolve_pool_path,
+        scan_pool,
+        spec_problems,
+        structural_problems,
+        structural_warnings,
+    )
+    from ..pools.validate import EMPTY_FIX
+
     path = resolve_pool_path(pool)
     scan = scan_pool(path)
     if not scan.problems and not scan.pool.queries:  # one line: the rest cannot be checked
@@ -278,6 +294,8 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Queries, snippets, domains, distractors per query and bug types of a pool."""
+    from ..pools import load_pool, pool_stats
+
     s = pool_stats(load_pool(pool))
     if as_json:
         typer.echo(json.dumps(s, indent=2))
@@ -312,6 +330,8 @@ def replicate(
     out: Annotated[Path, typer.Option("--out", help="Pool directory to write.")],
 ) -> None:
     """Make a large pool for scaling tests: renamed replicas of POOL, exactly --snippets snippets."""
+    from ..pools import load_pool, replicate_pool
+
     check_output_dir(out, "--out")
     source = load_pool(pool)
     big = replicate_pool(source, snippets, name=out.name)
@@ -345,6 +365,7 @@ def mine(
     import contextlib
 
     from ..cache import write_problem
+    from ..execution import make_executor
     from ..pools.mine import REPORT_FILE, mine_source, write_mined
 
     check_output_dir(out, "--out")  # before any work

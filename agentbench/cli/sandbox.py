@@ -10,8 +10,7 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError, SandboxError
-from ..execution.base import DEFAULT_TIMEOUT, Job
-from ..execution.select import SANDBOX_KINDS, make_executor
+from ..execution.base import DEFAULT_TIMEOUT, SANDBOX_KINDS, Job
 
 app = typer.Typer(help="Build, check and use the execution sandbox.", no_args_is_help=True)
 
@@ -87,6 +86,8 @@ def exec_(
     as_json: Annotated[bool, typer.Option("--json", help="Print {passed, results, stdout, stderr}.")] = False,
 ) -> None:
     """Run one snippet against a file of asserts and print the per-assert verdicts (exit 1 if not passed)."""
+    from ..execution.select import make_executor
+
     asserts = [
         ln for ln in _read(tests, "tests").splitlines() if ln.strip() and not ln.lstrip().startswith("#")
     ]

@@ -85,7 +85,7 @@ def test_the_last_reply_may_only_submit_or_answer() -> None:
     assert final.accepts(call("submit", {"code": CODE})) and final.accepts("```python\n" + CODE + "```")
     assert not final.accepts(call("run_tests", {"code": CODE}))
     assert not final.accepts(call("search_code", {"query": "q"}))
-    assert '"search_code"' not in final.gbnf and '"run_tests"' not in final.gbnf
+    assert "search_code" not in final.gbnf and "run_tests" not in final.gbnf and "submit" in final.gbnf
 
 
 def test_the_gbnf_spells_the_same_language(grammar) -> None:
@@ -163,3 +163,53 @@ def test_protocols_and_the_cache_key() -> None:
     keys = {local.key(messages), local.key(messages, grammar=gbnf), local.key(messages, grammar=final)}
     assert len(keys) == 3  # a reply cached without the grammar (or under another) is never reused
     assert local.key(messages, grammar=None) == local.key(messages)  # unconstrained keys are unchanged
+
+
+class _Scripted:
+    """An LLM stand-in (plumbing only) that records the grammar it was given and keeps to it: it runs the
+    tests while it may, and submits under the final grammar."""
+
+    is_local = True
+
+    def __init__(self, prompt_tokens: int = 100) -> None:
+        self.grammars: list[str | None] = []
+        self.prompt_tokens = prompt_tokens
+
+    async def complete(self, messages, tools=None, grammar=None):
+        from agentbench.llm.client import LLMResult
+
+        self.grammars.append(grammar)
+        text = call("run_tests" if "run_tests" in grammar else "submit", {"code": CODE})
+        assert reply_grammar(TOOL_SCHEMAS, FN).accepts(text)
+        return LLMResult(model="local/x", text=text, prompt_tokens=self.prompt_tokens, completion_tokens=20)
+
+
+@pytest.mark.parametrize(
+    ("budget", "prompt_tokens", "labels"),
+    [
+        ({"max_turns": 3}, 100, ["reply", "reply", "final"]),
+        ({"max_tool_calls": 2}, 100, ["reply", "final"]),
+        ({"max_turns": 1}, 100, ["final"]),
+        # 1000 + 1000 used, the next reply expected at 1250: 3000 would be passed by the third
+        ({"max_tokens": 3000}, 980, ["reply", "reply", "final"]),
+    ],
+)
+def test_the_budgets_last_reply_is_decoded_under_the_final_grammar(
+    budget: dict, prompt_tokens: int, labels: list[str]
+) -> None:
+    import asyncio
+
+    from agentbench.agent.loop import run_tool_loop
+    from agentbench.agent.tools import Budget, TestOutcome, Tools
+
+    llm = _Scripted(prompt_tokens)
+    tools = Tools(lambda q, k: [], lambda code: [TestOutcome("assert True", "FAIL")], ("assert True",))
+    messages = [{"role": "user", "content": "write merge_intervals"}]
+    out = asyncio.run(
+        run_tool_loop(llm, messages, tools, FN, Budget(**budget), TextProtocol(constrained=True))
+    )
+    assert [s["grammar"] for s in out.trajectory if s["type"] == "assistant"] == labels
+    final = reply_grammar(TOOL_SCHEMAS, FN, ("submit",)).gbnf
+    assert [g == final for g in llm.grammars] == [label == "final" for label in labels]
+    assert out.stats["constrained"] and out.stats["protocol"] == "text" and out.code == CODE.strip()
+    assert out.stats["submitted"] and out.stats["budget_exhausted"] is None

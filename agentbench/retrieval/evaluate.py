@@ -126,89 +126,38 @@ def evaluate_retrieval(
     ``retriever`` (a :class:`~.search.Searcher`, a plug-in object or a ``module:attr`` string, see
     :mod:`.plugin`) replaces the embedder; per-query plug-in failures are listed under ``"errors"``.
     """
-    began = time.perf_counter()
+    clock = [time.perf_counter()]
     settings = settings or RetrievalSettings()
-    cutoffs = settings.cutoffs
-    store_dir, chroma_url, timeout, seed = (
-        settings.store_dir,
-        settings.chroma_url,
-        settings.timeout,
-        settings.seed,
-    )
     if not pool.queries or not pool.corpus:
         raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
-    depth = max(TOP_RESULTS, cutoffs[-1], rerank.k if rerank is not None else 0)
+    depth = max(TOP_RESULTS, settings.cutoffs[-1], rerank.k if rerank is not None else 0)
+    embedder = _checked_embedder(embedder_spec) if retriever is None else None
     own_cache = None
-    embedder: Embedder | None = None
-    if retriever is None:
-        if embedder_spec is None:
-            raise ConfigError("no embedder and no retriever given")
-        embedder = (
-            embedder_spec
-            if isinstance(embedder_spec, Embedder)
-            else build_embedder(EmbedderSpec.parse(embedder_spec))
-        )
-        embedder.check()
-        if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
-            own_cache = embed_cache = EmbeddingCache()
+    if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
+        own_cache = embed_cache = EmbeddingCache()
     try:
-        if embedder is not None:
-            searcher: Searcher = open_searcher(
-                pool,
-                embedder,
-                store_dir=store_dir,
-                chroma_url=chroma_url,
-                embed_cache=embed_cache,
-                progress=progress,
-            )
-        else:
-            from .plugin import plugin_searcher
-
-            searcher = plugin_searcher(
-                retriever, pool, None if isinstance(retriever, str) else retriever_name
-            )
-        indexed = time.perf_counter()
-        texts = [q.query for q in pool.queries]
-        plugged = embedder is None and hasattr(searcher, "on_query")
-        with progress_bar(
-            f"retrieving with {searcher.name}", len(texts), enabled=progress and plugged
-        ) as adv:
-            if plugged:
-                searcher.on_query = adv
-            hits = searcher.search_many(texts, depth)
-        errors = [
-            QueryFailure(query_id=q.query_id, error=e)
-            for q, e in zip(pool.queries, getattr(searcher, "errors", None) or [], strict=False)
-            if e
-        ]
+        searcher = _open(pool, embedder, settings, embed_cache, progress, retriever, retriever_name)
+        clock.append(time.perf_counter())
+        hits, errors = _search(pool, searcher, depth, plugin=embedder is None, progress=progress)
         own_scores = _own_scores(searcher, pool.queries)
-        searched = time.perf_counter()
-        splitter = rerank if rerank is not None else split
-        suites = [splitter.split(q).held_out for q in pool.queries] if splitter is not None else None
-        verdicts = _execute(pool, hits, executor, exec_cache, timeout, progress, suites)
-        executed = time.perf_counter()
+        clock.append(time.perf_counter())
+        suites = _scored_suites(pool, rerank if rerank is not None else split)
+        verdicts = _execute(pool, hits, executor, exec_cache, settings.timeout, progress, suites)
+        clock.append(time.perf_counter())
         searcher.close()
     finally:
         if own_cache is not None and embedder is not None:
             embedder.use_cache(None)
             own_cache.close()
     ranking = Ranking(hits, verdicts, own_scores)
-    rr_result: RerankResult | None = None
-    if rerank is not None:  # the rerank stage: reorder the top k, score both orders on held-out asserts
-        reranked_ranking, rr_info, rr_details = rerank_stage(
-            rerank, pool, ranking, executor, exec_cache, timeout, progress
-        )
-        rr_scored = _scored(pool, reranked_ranking, cutoffs, seed, n_resamples)
-        for row, extra in zip(rr_scored.per_query, rr_details, strict=True):
-            row.rerank = extra
-        rr_result = RerankResult(**rr_info, **rr_scored._asdict())
-    reranked = time.perf_counter()
-
-    scored = _scored(pool, ranking, cutoffs, seed, n_resamples)
-    finished = time.perf_counter()
-    encode_s = getattr(embedder, "encode_seconds", 0.0)
+    rr_result = None
+    if rerank is not None:
+        rr_result = _rerank(rerank, pool, ranking, executor, exec_cache, settings, n_resamples, progress)
+    clock.append(time.perf_counter())
+    scored = _scored(pool, ranking, settings.cutoffs, settings.seed, n_resamples)
+    clock.append(time.perf_counter())
     name = embedder.name if embedder is not None else searcher.name
-    reused = getattr(searcher, "reused", None)
+    held_out = rerank is not None or split is not None
     return RetrievalResult(
         schema_version=RESULTS_VERSION,
         model=name,
@@ -217,33 +166,137 @@ def evaluate_retrieval(
         pool_path=pool.path,
         n_queries=len(pool.queries),
         n_corpus=len(pool.corpus),
-        ks=cutoffs,
+        ks=settings.cutoffs,
         metrics=scored.metrics,
         ci95=scored.ci95,
         diagnostics=scored.diagnostics,
         errors=errors,
-        run_info=RunInfo(
-            executor=executor.config_key(),
-            timeout=timeout,
-            seed=seed,
-            n_resamples=n_resamples,
-            depth=depth,
-            scored_on="held_out" if rerank is not None or split is not None else "all",
-            store="memory" if reused is None else ("reused" if reused else "built"),
-            collection=getattr(searcher, "collection_name", None),
-            timing=Timing(
-                index_s=indexed - began,
-                search_s=searched - indexed,
-                execute_s=executed - searched,
-                rerank_s=reranked - executed,
-                metrics_s=finished - reranked,
-                total_s=finished - began,
-                encode_s=encode_s,
-                load_s=getattr(embedder, "load_seconds", 0.0),
-            ),
+        run_info=_run_info(
+            executor, settings, n_resamples, depth, held_out, searcher, _timing(clock, embedder)
         ),
         per_query=scored.per_query,
         rerank=rr_result,
+    )
+
+
+def _checked_embedder(embedder_spec: str | EmbedderSpec | Embedder | None) -> Embedder:
+    """The embedder ``embedder_spec`` names, its prerequisites checked (a ConfigError before any work)."""
+    if embedder_spec is None:
+        raise ConfigError("no embedder and no retriever given")
+    embedder = (
+        embedder_spec
+        if isinstance(embedder_spec, Embedder)
+        else build_embedder(EmbedderSpec.parse(embedder_spec))
+    )
+    embedder.check()
+    return embedder
+
+
+def _open(
+    pool: Pool,
+    embedder: Embedder | None,
+    settings: RetrievalSettings,
+    embed_cache: EmbeddingCache | None,
+    progress: bool,
+    retriever: Any,
+    retriever_name: str | None,
+) -> Searcher:
+    """The embedder's index of ``pool`` (built or reused), or else the plug-in retriever as a searcher
+    (a ``module:attr`` string names itself)."""
+    if embedder is not None:
+        return open_searcher(
+            pool,
+            embedder,
+            store_dir=settings.store_dir,
+            chroma_url=settings.chroma_url,
+            embed_cache=embed_cache,
+            progress=progress,
+        )
+    from .plugin import plugin_searcher
+
+    return plugin_searcher(retriever, pool, None if isinstance(retriever, str) else retriever_name)
+
+
+def _search(
+    pool: Pool, searcher: Searcher, depth: int, *, plugin: bool, progress: bool
+) -> tuple[list[list[Hit]], list[QueryFailure]]:
+    """Every query's top ``depth`` hits, and the queries a plug-in failed on (with a progress bar for
+    plug-ins, which may be slow per query)."""
+    texts = [q.query for q in pool.queries]
+    plugged = plugin and hasattr(searcher, "on_query")
+    with progress_bar(f"retrieving with {searcher.name}", len(texts), enabled=progress and plugged) as adv:
+        if plugged:
+            searcher.on_query = adv
+        hits = searcher.search_many(texts, depth)
+    errors = [
+        QueryFailure(query_id=q.query_id, error=e)
+        for q, e in zip(pool.queries, getattr(searcher, "errors", None) or [], strict=False)
+        if e
+    ]
+    return hits, errors
+
+
+def _scored_suites(pool: Pool, splitter: Reranking | HeldOutSplit | None) -> list[tuple[str, ...]] | None:
+    """Each query's held-out asserts when a split applies; None scores on all of them."""
+    return [splitter.split(q).held_out for q in pool.queries] if splitter is not None else None
+
+
+def _rerank(
+    rerank: Reranking,
+    pool: Pool,
+    ranking: Ranking,
+    executor: Executor,
+    exec_cache: ExecCache | None,
+    settings: RetrievalSettings,
+    n_resamples: int,
+    progress: bool,
+) -> RerankResult:
+    """The rerank stage: reorder the top k, and score the new order on the held-out asserts."""
+    reranked_ranking, rr_info, rr_details = rerank_stage(
+        rerank, pool, ranking, executor, exec_cache, settings.timeout, progress
+    )
+    rr_scored = _scored(pool, reranked_ranking, settings.cutoffs, settings.seed, n_resamples)
+    for row, extra in zip(rr_scored.per_query, rr_details, strict=True):
+        row.rerank = extra
+    return RerankResult(**rr_info, **rr_scored._asdict())
+
+
+def _timing(clock: list[float], embedder: Embedder | None) -> Timing:
+    """Phase durations from the clock readings taken after opening, search, execution, rerank, scoring."""
+    began, indexed, searched, executed, reranked, finished = clock
+    return Timing(
+        index_s=indexed - began,
+        search_s=searched - indexed,
+        execute_s=executed - searched,
+        rerank_s=reranked - executed,
+        metrics_s=finished - reranked,
+        total_s=finished - began,
+        encode_s=getattr(embedder, "encode_seconds", 0.0),
+        load_s=getattr(embedder, "load_seconds", 0.0),
+    )
+
+
+def _run_info(
+    executor: Executor,
+    settings: RetrievalSettings,
+    n_resamples: int,
+    depth: int,
+    held_out: bool,
+    searcher: Searcher,
+    timing: Timing,
+) -> RunInfo:
+    """How the evaluation ran: executor, scoring settings, and whether the store was built or reused."""
+    reused = getattr(searcher, "reused", None)
+    return RunInfo(
+        executor=executor.config_key(),
+        timeout=settings.timeout,
+        seed=settings.seed,
+        n_resamples=n_resamples,
+        depth=depth,
+        scored_on="held_out" if held_out else "all",
+        store="memory" if reused is None else ("reused" if reused else "built"),
+        collection=getattr(searcher, "collection_name", None),
+        timing=timing,
     )
 
 

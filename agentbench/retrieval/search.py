@@ -39,15 +39,18 @@ def open_searcher(
     embed_cache: EmbeddingCache | None = None,
     progress: bool = True,
 ) -> Searcher:
-    """BM25 in memory, or a dense embedder's Chroma collection (built or reused) for ``pool``."""
+    """BM25 in memory, or a dense embedder's Chroma collection (built or reused) for ``pool``; on a
+    bundled pool, minilm reads the vectors shipped with the package (:mod:`.bundled`) before its cache."""
     if embedder.sparse:
         from .bm25 import BM25Searcher
 
         return BM25Searcher(embedder, pool.corpus)
     if not isinstance(embedder, DenseEmbedder):
         raise ConfigError(f"embedder {embedder.name!r} is neither sparse nor dense")
+    from .bundled import for_pool
     from .store import open_chroma
 
     if embed_cache is not None:
         embedder.use_cache(embed_cache)
+    embedder.use_shipped(for_pool(pool, embedder))
     return open_chroma(pool, embedder, store_dir=store_dir, chroma_url=chroma_url, progress=progress)

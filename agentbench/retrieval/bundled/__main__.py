@@ -1,0 +1,35 @@
+"""``python -m agentbench.retrieval.bundled [--pool NAME] [--check]``: regenerate (or check) the vectors
+shipped for the bundled pools; see :mod:`agentbench.retrieval.bundled`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ...pools.io import BUNDLED_POOLS
+from .build import build, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentbench.retrieval.bundled", description=__doc__)
+    parser.add_argument(
+        "--pool", action="append", choices=sorted(BUNDLED_POOLS), help="default: every bundled pool"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only check that the files cover the pools (exit 1 if not)"
+    )
+    args = parser.parse_args(argv)
+    failed = False
+    for name in args.pool or list(BUNDLED_POOLS):
+        if args.check:
+            found = problems(name)
+            failed |= bool(found)
+            print("\n".join(found) or f"{name}: ok")
+        else:
+            path = build(name)
+            print(f"{name}: wrote {path} ({path.stat().st_size:,} bytes)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

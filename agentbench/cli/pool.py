@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -257,15 +258,14 @@ def validate(
 ) -> None:
     """Check a pool: ids, references, labels, parseable code and (with --execute) verdicts."""
     from ..execution import make_executor
-    from ..pools import (
+    from ..pools.io import resolve_pool_path, scan_pool
+    from ..pools.validate import (
+        EMPTY_FIX,
         execution_problems,
-        resolve_pool_path,
-        scan_pool,
         spec_problems,
         structural_problems,
         structural_warnings,
     )
-    from ..pools.validate import EMPTY_FIX
 
     path = resolve_pool_path(pool)
     scan = scan_pool(path)
@@ -362,8 +362,6 @@ def mine(
     as_json: Annotated[bool, typer.Option("--json", help="Print the mining summary as JSON.")] = False,
 ) -> None:
     """Mine a Python repository's functions and unit tests into an execution-verified pool."""
-    import contextlib
-
     from ..cache import write_problem
     from ..execution import make_executor
     from ..pools.mine import REPORT_FILE, mine_source, write_mined

@@ -15,7 +15,8 @@ run (it dies of SIGILL on a CPU that advertises AMX but cannot execute it), says
 ``portable_vs_native_tokens_per_s=nan``: the portable build is then the only one that works.
 
 **Grammar.** The portable build answers the agent's first turn (the tool protocol in the system prompt,
-one task per prompt) with and without the reply grammar, alternating per prompt. Throughput is decode
+one task per prompt) with and without the reply grammar, alternating per prompt; constrained decoding
+is done as the local worker does it (:class:`agentbench.llm.local_worker.GrammarFirst`). Throughput is decode
 speed: completion tokens after the first / seconds from the first token to the last (streamed), so
 prompt evaluation, which the grammar does not touch, does not dilute the ratio. Prints
 ``constrained_vs_unconstrained_tokens_per_s=<r>`` (goal >= 0.85: the grammar costs at most 15%).
@@ -96,11 +97,12 @@ def agent_messages(task: str) -> tuple[list[dict[str, str]], str]:
 
 def measure_grammar(model_path: str, max_tokens: int) -> dict:
     """Decode speed with and without the reply grammar over the agent prompts (in a child process)."""
-    from llama_cpp import Llama, LlamaGrammar
+    from llama_cpp import Llama
 
     from agentbench.agent.grammar import reply_grammar
     from agentbench.agent.tools import TOOL_SCHEMAS
     from agentbench.llm.local import DEFAULT_CTX, llama_threads
+    from agentbench.llm.local_worker import GrammarFirst
 
     threads = llama_threads()
     llama = Llama(
@@ -116,13 +118,13 @@ def measure_grammar(model_path: str, max_tokens: int) -> dict:
         chat, name = agent_messages(task)
         modes = ["unconstrained", "constrained"]
         for mode in modes if i % 2 == 0 else modes[::-1]:
-            grammar = None
-            if mode == "constrained":
-                grammar = LlamaGrammar.from_string(reply_grammar(TOOL_SCHEMAS, name).gbnf, verbose=False)
+            extra: dict = {}
+            if mode == "constrained":  # as the local worker decodes: the model's choice checked first
+                extra["logits_processor"] = [GrammarFirst(llama, reply_grammar(TOOL_SCHEMAS, name).gbnf)]
             llama.reset()
             stamps = []
             for chunk in llama.create_chat_completion(
-                messages=chat, temperature=0.0, max_tokens=max_tokens, seed=0, grammar=grammar, stream=True
+                messages=chat, temperature=0.0, max_tokens=max_tokens, seed=0, stream=True, **extra
             ):
                 if chunk["choices"][0]["delta"].get("content"):
                     stamps.append(time.perf_counter())

@@ -133,12 +133,6 @@ def test_help_exits_0_with_usage(path: tuple[str, ...], tmp: str) -> None:
     assert f"agentbench {' '.join(path)}".rstrip() in proc.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agentbench.pipeline, agentbench.pools and agentbench.execution import every submodule in "
-    "their __init__ (pipeline.evaluate pulls numpy, execution.cache diskcache); the options of run and "
-    "retrieve are declared from RunConfig and RetrievalSettings inside them",
-)
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "agentbench")
 def test_help_imports_no_heavy_module(path: tuple[str, ...], tmp: str) -> None:
     _, _, modules = _help(path, tmp)

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -180,21 +180,26 @@ def test_workers_keep_concurrency_on_the_wire_while_as_many_more_wait_ready(no_l
 
 
 def _serve_in_this_process(
-    monkeypatch: pytest.MonkeyPatch, kwargs: dict, n: int, limit: int, delay: float = 0.0
+    monkeypatch: pytest.MonkeyPatch,
+    kwargs: dict,
+    n: int,
+    limit: int,
+    delay: float = 0.0,
+    observe: Callable[[], None] | None = None,
 ) -> tuple[list[dict], int]:
     """Replies of the worker loop (run here, so a wrapper can watch its calls) to ``n`` requests of one
-    client with wire limit ``limit``, and the most ``acompletion`` calls running at once."""
-    import httpx
-
+    client with wire limit ``limit``, and the most ``acompletion`` calls running at once; ``observe`` is
+    called at the start of every call."""
     from agentbench.llm import worker as llm_worker
     from agentbench.llm._litellm import plain_litellm
 
-    monkeypatch.setattr(httpx.AsyncClient, "send", httpx.AsyncClient.send)  # serve() wraps it: undone after
     litellm = plain_litellm()
     real = litellm.acompletion
     running = {"now": 0, "peak": 0}
 
     async def watched(**call: object) -> object:
+        if observe is not None:
+            observe()
         running["now"] += 1
         running["peak"] = max(running["peak"], running["now"])
         try:
@@ -213,27 +218,70 @@ def _serve_in_this_process(
     return [json.loads(line) for line in out.getvalue().splitlines()], running["peak"]
 
 
-def test_a_provider_that_bypasses_httpx_is_held_to_the_limit_for_its_whole_call(
+def test_a_provider_that_bypasses_the_gated_client_is_held_to_the_limit_for_its_whole_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # LiteLLM's mock responses never reach httpx: the worker cannot see them on the wire, so it bounds
-    # the calls themselves, as an in-process client's semaphore does
+    # LiteLLM's mock responses never reach an HTTP client: the worker cannot see them on the wire, so it
+    # bounds the calls themselves, as an in-process client's semaphore does
     kwargs = {"model": "openai/gpt-4o-mini", "api_key": "sk-test-not-real", "mock_response": "def f(): pass"}
     replies, peak = _serve_in_this_process(monkeypatch, kwargs, n=12, limit=3, delay=0.05)
     assert sorted(r["id"] for r in replies) == list(range(12))
-    assert all(r["ok"] and r["httpx"] is False for r in replies)
+    assert all(r["ok"] and r["gated"] is False for r in replies)
     assert peak == 3
 
 
-def test_requests_through_httpx_hold_a_slot_only_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_provider_with_its_own_http_client_is_held_to_the_limit_for_its_whole_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # hosted_vllm/ speaks the stub's API through LiteLLM's own HTTP handler, not through the client the
+    # worker hands LiteLLM (litellm.aclient_session serves the OpenAI-SDK providers): its calls are held
+    # to the limit whole, on the wire and in the worker alike
+    with running_stub(latency=0.2) as stub:
+        kwargs = {"model": "hosted_vllm/stub", "api_base": stub.url, "api_key": "no-key", "num_retries": 0}
+        replies, peak = _serve_in_this_process(monkeypatch, kwargs, n=9, limit=3)
+        stats = stub.stats()
+    assert sorted(r["id"] for r in replies) == list(range(9))
+    assert all(r["ok"] and r["gated"] is False for r in replies)
+    assert stats["peak_in_flight"] == 3 and stats["completions"] == 9 and peak == 3
+
+
+def test_requests_through_the_gated_client_hold_a_slot_only_on_the_wire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with running_stub(latency=0.3) as stub:
         kwargs = {"model": "openai/stub", "api_base": stub.url, "api_key": "no-key", "num_retries": 0}
         replies, peak = _serve_in_this_process(monkeypatch, kwargs, n=12, limit=3)
         stats = stub.stats()
     assert sorted(r["id"] for r in replies) == list(range(12))
-    assert all(r["ok"] and r["httpx"] is True for r in replies)
+    assert all(r["ok"] and r["gated"] is True for r in replies)
     # once the first answer showed the transport, the calls ran at once and waited for the wire inside
     assert stats["peak_in_flight"] == 3 and stats["completions"] == 12 and peak > 3
+
+
+def test_the_worker_hands_litellm_an_http_client_and_patches_no_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+
+    from agentbench.llm._litellm import plain_litellm
+
+    litellm = plain_litellm()
+    send, before = httpx.AsyncClient.send, litellm.aclient_session
+    seen: list[tuple[bool, object]] = []
+
+    def observe() -> None:
+        seen.append((httpx.AsyncClient.send is send, litellm.aclient_session))
+
+    with running_stub(latency=0.05) as stub:
+        kwargs = {"model": "openai/stub", "api_base": stub.url, "api_key": "no-key", "num_retries": 0}
+        replies, _ = _serve_in_this_process(monkeypatch, kwargs, n=4, limit=2, observe=observe)
+    assert all(r["ok"] and r["gated"] for r in replies) and len(seen) == 5  # the warm-up call and 4
+    # while serving: httpx's own send, and one client of the worker's handed to LiteLLM through its hook
+    assert all(original for original, _ in seen) and len({id(session) for _, session in seen}) == 1
+    session = seen[0][1]
+    assert isinstance(session, httpx.AsyncClient) and session is not before and session.is_closed
+    # afterwards LiteLLM's setting is what it was
+    assert httpx.AsyncClient.send is send and litellm.aclient_session is before
 
 
 def test_a_pool_that_grows_keeps_each_clients_wire_limit(no_local_calls: None) -> None:
@@ -261,7 +309,7 @@ def test_a_pool_that_grows_keeps_each_clients_wire_limit(no_local_calls: None) -
             stats = stub.stats()
     finally:
         pool.close()
-    assert len(answers) == 16 and all(a.through_httpx for a in answers)
+    assert len(answers) == 16 and all(a.gated for a in answers)
     assert stats["peak_in_flight"] == 4 and stats["completions"] == 19
 
 

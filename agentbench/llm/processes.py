@@ -43,8 +43,9 @@ __all__ = [
 class WireLimit:
     """At most ``limit`` requests of ``group`` (one client) on the wire at once, over all workers. A
     worker holds a request's slot only while it is sent and answered, not while LiteLLM builds it or
-    reads the answer (or, for a provider that does not send through httpx, for the whole call), so the
-    client can hand the workers more requests than the limit and they wait there, built, for a slot."""
+    reads the answer (or, for a provider that does not send through the HTTP client the worker hands
+    LiteLLM, for the whole call), so the client can hand the workers more requests than the limit and they
+    wait there, built, for a slot."""
 
     group: str
     limit: int
@@ -54,9 +55,9 @@ class WireLimit:
 class Answer:
     fields: dict[str, Any]
     """:func:`~agentbench.llm.client.completion_fields` of the response."""
-    through_httpx: bool
-    """Whether LiteLLM sent the request through httpx, so that its :class:`WireLimit` slot covered only
-    the time on the wire."""
+    gated: bool
+    """Whether LiteLLM sent the request through the worker's wire-gated HTTP client, so that the
+    :class:`WireLimit` slots of the client's next requests cover only their time on the wire."""
 
 
 class RemoteCallError(Exception):
@@ -252,7 +253,7 @@ class LLMProcessPool:
         finally:
             with self._lock:
                 worker.group_load[wire.group] -= 1
-        return Answer(reply["fields"], bool(reply.get("httpx")))
+        return Answer(reply["fields"], bool(reply.get("gated")))
 
     def close(self) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ serve any model; the only state a worker keeps is each client's wire limit (:cla
 
 Protocol: one JSON object per line. Requests ``{"id": N, "kwargs": {...}, "wire": {"group": G, "limit":
 L}}`` (at most L requests of client G on the wire in this worker); replies, in
-completion order, ``{"id": N, "ok": true, "fields": <completion_fields>, "httpx": <sent through httpx>}``
+completion order, ``{"id": N, "ok": true, "fields": <completion_fields>, "gated": <sent through the wire-gated client>}``
 or ``{"id": N, "ok": false, "kind": <error_kind>, "type": <exception class>, "message": ...,
 "retry_after": <seconds or null>}``. The worker exits when its input ends, after answering what it
 already received."""
@@ -22,14 +22,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
+
+import httpx
 
 
 class _Gate:
     """One request's hold on its group's wire limit. ``held``: the request holds a slot for its whole
-    call; otherwise it takes one only around each ``httpx.AsyncClient.send``. ``used``: it sent
-    through httpx."""
+    call; otherwise it takes one only while the gated HTTP client sends it and reads the answer.
+    ``used``: it went through the gated client."""
 
     def __init__(self, semaphore: asyncio.Semaphore, held: bool) -> None:
         self.semaphore = semaphore
@@ -40,45 +42,102 @@ class _Gate:
 _GATE: contextvars.ContextVar[_Gate | None] = contextvars.ContextVar("agentbench_wire_gate", default=None)
 
 
-def _install_wire_gate() -> None:
-    """Hold a request's wire slot only while httpx sends it and reads the answer: LiteLLM's providers
-    send through ``httpx.AsyncClient.send``, so LiteLLM's own CPU before and after (building the request,
-    pricing the answer) happens outside the slot."""
-    import httpx
+class _WireGatedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that sends through ``client`` (LiteLLM's own HTTP client, with its SSL, proxy
+    and aiohttp settings) and holds the current request's wire slot from sending until the answer's body
+    is read, so LiteLLM's CPU before and after (building the request, pricing the answer) happens
+    outside the slot. Handed to LiteLLM as ``litellm.aclient_session`` by :func:`_wire_gated_session`."""
 
-    send = httpx.AsyncClient.send
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
 
-    async def gated_send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         gate = _GATE.get()
-        if gate is None:
-            return await send(self, request, **kwargs)
-        gate.used = True
-        if gate.held:
-            return await send(self, request, **kwargs)
-        async with gate.semaphore:
-            return await send(self, request, **kwargs)
+        if gate is not None:
+            gate.used = True
+        if gate is None or gate.held:
+            return await self._send(request)
+        await gate.semaphore.acquire()
+        try:
+            response = await self._send(request)
+        except BaseException:
+            gate.semaphore.release()
+            raise
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_ReleasingStream(response, gate.semaphore.release),
+            extensions=response.extensions,
+        )
 
-    httpx.AsyncClient.send = gated_send  # type: ignore[method-assign]
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        # the client that wraps this transport follows redirects (each hop comes back here) and reads
+        # the body; the inner client only sends
+        return await self._client.send(request, stream=True, follow_redirects=False)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class _ReleasingStream(httpx.AsyncByteStream):
+    """An answer's body that releases its wire slot once it is closed (read to the end, or given up)."""
+
+    def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
+        self._response = response
+        self._release: Callable[[], None] | None = release
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.aiter_raw():
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._response.aclose()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+@contextlib.asynccontextmanager
+async def _wire_gated_session(litellm: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Hand LiteLLM an HTTP client whose transport is :class:`_WireGatedTransport`, for as long as the
+    worker serves. ``litellm.aclient_session`` is LiteLLM's hook for the client its OpenAI-SDK providers
+    (``openai/``, OpenAI-compatible servers behind ``api_base``, ``azure/``) send through; other providers
+    keep their own clients and are held to the limit for their whole call (:class:`_WireGroups`)."""
+    from litellm.llms.openai.common_utils import BaseOpenAILLM
+
+    previous = litellm.aclient_session
+    inner = previous or BaseOpenAILLM.get_async_http_client()  # LiteLLM's client for these providers
+    # trust_env off: proxies are the inner client's business, and a proxy mount here would bypass the gate
+    session = httpx.AsyncClient(transport=_WireGatedTransport(inner), trust_env=False)
+    litellm.aclient_session = session
+    try:
+        yield session
+    finally:
+        litellm.aclient_session = previous
+        if previous is None:
+            await session.aclose()
 
 
 class _WireGroups:
     """The wire limit of each group (one client's share in this worker). A request of a group whose last
-    request went through httpx holds a slot only on the wire; any other (the group's first requests, a
-    provider that does not send through httpx) holds one for its whole call, as an in-process call holds
-    the client's semaphore. So the limit holds whatever the transport, and the client may hand this
-    worker more requests than its share."""
+    request went through the gated client holds a slot only on the wire; any other (the group's first
+    requests, a provider that sends some other way) holds one for its whole call, as an in-process call
+    holds the client's semaphore. So the limit holds whatever the transport, and the client may hand
+    this worker more requests than its share."""
 
     def __init__(self) -> None:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
-        self._through_httpx: set[str] = set()
+        self._gated: set[str] = set()
 
     @contextlib.asynccontextmanager
     async def gate(self, group: str, limit: int) -> AsyncIterator[_Gate]:
         semaphore = self._semaphores.setdefault(group, asyncio.Semaphore(limit))
-        held = group not in self._through_httpx
+        held = group not in self._gated
         if held:
             await semaphore.acquire()
-            if group in self._through_httpx:  # learnt while this request waited
+            if group in self._gated:  # learnt while this request waited
                 semaphore.release()
                 held = False
         gate = _Gate(semaphore, held)
@@ -93,9 +152,9 @@ class _WireGroups:
     def learn(self, group: str, gate: _Gate) -> None:
         """After a successful call: how the group's next requests are held."""
         if gate.used:
-            self._through_httpx.add(group)
+            self._gated.add(group)
         else:
-            self._through_httpx.discard(group)
+            self._gated.discard(group)
 
 
 def _read_lines(
@@ -120,11 +179,17 @@ async def _warm_up(litellm: Any) -> None:
 
 
 async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
+    """Answer the requests read from ``requests`` on ``out`` (the protocol above) until the input ends."""
     from ._litellm import plain_litellm
-    from .client import completion_fields, error_kind, retry_after
 
     litellm = plain_litellm()
-    _install_wire_gate()
+    async with _wire_gated_session(litellm):
+        await _serve(litellm, requests, out)
+
+
+async def _serve(litellm: Any, requests: IO[bytes], out: IO[bytes]) -> None:
+    from .client import completion_fields, error_kind, retry_after
+
     groups = _WireGroups()
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -136,7 +201,7 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
         out.flush()
 
     async def call(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The answer's fields, and whether it went through httpx."""
+        """The answer's fields, and whether it went through the gated client."""
         wire = request["wire"]
         async with groups.gate(wire["group"], wire["limit"]) as gate:
             response = await litellm.acompletion(**request["kwargs"])
@@ -145,8 +210,8 @@ async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
 
     async def answer(request: dict[str, Any]) -> None:
         try:
-            fields, through_httpx = await call(request)
-            reply({"id": request["id"], "ok": True, "fields": fields, "httpx": through_httpx})
+            fields, gated = await call(request)
+            reply({"id": request["id"], "ok": True, "fields": fields, "gated": gated})
         except Exception as exc:
             reply(
                 {

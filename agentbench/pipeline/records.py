@@ -41,6 +41,7 @@ class ToolStats(Record):
             "replies_without_call",
             "submitted",
             "protocol",
+            "constrained",
             "visible_tests",
         }
     )
@@ -66,6 +67,8 @@ class ToolStats(Record):
     """the budget it ran out of (``turns``, ``tool_calls``, ...), scored on its last code; None if none"""
     protocol: Literal["native", "text"] | None = None
     """how tool calls were exchanged: native function calling or the text protocol (built-in loop)"""
+    constrained: bool | None = None
+    """every reply was decoded under the tool grammar (``local/`` models in the built-in loop); absent if not"""
     visible_tests: list[int] | None = None
     """positions of the asserts run_tests ran; the others score the record"""
 

@@ -30,8 +30,9 @@ litellm = litellm_module()
 
 class Fault(litellm.CustomLLM):
     """Copies the context snippet (closed book: a stub). FAULT_DOWN_AFTER=N: every call after the N-th
-    fails like a service that went away; FAULT_DELAY: seconds per reply; FAULT_SLEEP_CODE: closed-book
-    answers sleep for a minute in the sandbox."""
+    fails like a service that went away; FAULT_DELAY: seconds per reply; FAULT_GATE=path: every call
+    after the first waits until that file exists; FAULT_SLEEP_CODE: closed-book answers sleep for a
+    minute in the sandbox."""
     calls = 0
 
     async def acompletion(self, model, messages, model_response, optional_params, **_):
@@ -40,6 +41,9 @@ class Fault(litellm.CustomLLM):
         if down_after and Fault.calls > down_after:
             raise litellm.APIError(503, "connection refused: the server is down", "fault", model)
         await asyncio.sleep(float(os.environ.get("FAULT_DELAY", "0")))
+        gate = os.environ.get("FAULT_GATE")
+        while gate and Fault.calls > 1 and not os.path.exists(gate):
+            await asyncio.sleep(0.05)
         user = messages[-1]["content"]
         blocks = re.findall(r"```python\\n(.*?)```", user, re.S)
         if len(blocks) > 1:
@@ -200,10 +204,11 @@ def test_resume_with_other_settings_names_each_of_them(env: dict, finished: Path
 def test_a_second_writer_fails_at_once_naming_the_first(env: dict, tmp_path: Path) -> None:
     d = tmp_path / "busy"
     env = fresh_cache(env, tmp_path)
+    gate = tmp_path / "gate"  # the first run stays busy until the second has been turned away
     first = subprocess.Popen(
         _args(env, d, "--resume"),
         cwd=ROOT,
-        env={**env["env"], "FAULT_DELAY": "1.5"},
+        env={**env["env"], "FAULT_GATE": str(gate)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -216,6 +221,7 @@ def test_a_second_writer_fails_at_once_naming_the_first(env: dict, tmp_path: Pat
         line = one_line_error(run(env, d, "--resume"))
         assert f"pid {first.pid}" in line
     finally:
+        gate.touch()
         _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     keys = [(r["query_id"], r["condition"]) for r in records(d)]

@@ -299,8 +299,8 @@ def _verdict(outcomes: str) -> object:
 
 
 def test_selection_prefers_the_subtlest_mutant_of_each_bug_type() -> None:
-    from agentbench.pools.selection import TaskPlan
     from agentbench.pools.mutate import Mutant
+    from agentbench.pools.selection import TaskPlan
 
     def mutant(bug_type: str, n: int) -> Mutant:
         return Mutant(bug_type, f"# {bug_type} {n}", 1, "", "", "")

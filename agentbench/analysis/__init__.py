@@ -3,6 +3,7 @@
 from .compare import compare_sources, load_run, load_sources, paired_stats
 from .gate import evaluate_gate, gate_results, parse_thresholds, write_junit
 from .html import render_html, write_html
+from .noninferiority import gate_runs, paired_gate, paired_interval, parse_margins, plan_queries
 from .propagation import summarize
 from .report import render_report, write_report
 from .stats import proportion
@@ -22,6 +23,11 @@ __all__ = [
     "evaluate_gate",
     "gate_results",
     "write_junit",
+    "parse_margins",
+    "paired_interval",
+    "paired_gate",
+    "gate_runs",
+    "plan_queries",
     "render_html",
     "write_html",
 ]

@@ -17,7 +17,7 @@ import typer
 
 from .._env import prepare_environment
 from ..errors import AgentbenchError, Interrupted
-from . import check, compare, pool, report, retrieve, run, sandbox
+from . import check, compare, plan, pool, report, retrieve, run, sandbox
 
 __all__ = ["app", "main", "StderrLineHandler", "log_to_stderr"]
 
@@ -35,6 +35,7 @@ app.command("run")(run.run)
 app.command("report")(report.report)
 app.command("compare")(compare.compare)
 app.command("check")(check.check)
+app.command("plan")(plan.plan)
 
 
 class StderrLineHandler(logging.Handler):

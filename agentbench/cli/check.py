@@ -1,6 +1,7 @@
 """`agentbench check`: gate a stored run on thresholds and on regressions against a baseline run.
 
-The gate logic is :mod:`agentbench.analysis.gate`; :func:`enforce` is shared with ``agentbench run``.
+The gate logic is :mod:`agentbench.analysis.gate` (thresholds) and :mod:`agentbench.analysis.noninferiority`
+(paired ``--non-inferior``/``--superior`` gates); :func:`enforce` is shared with ``agentbench run``.
 Exit codes: 0 when every threshold holds, 1 when one is violated, 2 for usage and input errors.
 """
 
@@ -14,12 +15,27 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["check", "enforce", "parse_gate", "precheck", "OutputFormat", "GATE_HELP"]
+__all__ = [
+    "check",
+    "enforce",
+    "parse_gate",
+    "parse_paired",
+    "load_baseline",
+    "precheck",
+    "OutputFormat",
+    "GATE_HELP",
+]
 
 GATE_HELP = {
     "fail_under": "METRIC=VALUE; repeatable. Exit 1 when the metric is below VALUE (e.g. exec@1=0.5, rag.pass=0.6).",
     "fail_over": "METRIC=VALUE; repeatable. Exit 1 when the metric is above VALUE (e.g. bug_inheritance=0.3).",
     "junit": "Write JUnit XML: one test case per (query, condition) and one per threshold.",
+    "non_inferior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless the lower bound of the paired 95% "
+    "interval of (run - baseline) on shared queries lies above -MARGIN (rag.pass, closed_book.pass, ..., "
+    "exec@1, exec@10, retrieval_induced_failures: oriented so that positive = run better).",
+    "superior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless that lower bound lies above +MARGIN.",
+    "allow_inconclusive": "An inconclusive --non-inferior/--superior gate (the interval straddles the margin) "
+    "passes instead of failing.",
 }
 
 
@@ -35,6 +51,15 @@ FailOverOpt = Annotated[
     list[str] | None, typer.Option("--fail-over", metavar="METRIC=VALUE", help=GATE_HELP["fail_over"])
 ]
 JunitOpt = Annotated[Path | None, typer.Option(help=GATE_HELP["junit"])]
+NonInferiorOpt = Annotated[
+    list[str] | None, typer.Option("--non-inferior", metavar="METRIC=MARGIN", help=GATE_HELP["non_inferior"])
+]
+SuperiorOpt = Annotated[
+    list[str] | None, typer.Option("--superior", metavar="METRIC=MARGIN", help=GATE_HELP["superior"])
+]
+AllowInconclusiveOpt = Annotated[
+    bool, typer.Option("--allow-inconclusive", help=GATE_HELP["allow_inconclusive"])
+]
 
 
 def parse_gate(fail_under: list[str] | None, fail_over: list[str] | None, max_drop: list[str] | None = None):
@@ -45,6 +70,36 @@ def parse_gate(fail_under: list[str] | None, fail_over: list[str] | None, max_dr
         + parse_thresholds(fail_over, "fail_over")
         + parse_thresholds(max_drop, "max_drop")
     )
+
+
+def parse_paired(non_inferior: list[str] | None, superior: list[str] | None) -> list:
+    """``--non-inferior`` and ``--superior`` specs as MarginSpecs (exit 2 for a malformed one)."""
+    from ..analysis.noninferiority import parse_margins
+
+    return parse_margins(non_inferior, "non_inferior") + parse_margins(superior, "superior")
+
+
+def load_baseline(run_dir: str | Path, run_pool: str, baseline: str | Path):  # noqa: ANN201 - RunData, imported lazily
+    """The baseline run directory, refused when its pool differs from the run's."""
+    from ..analysis.compare import load_run
+    from ..errors import ConfigError
+
+    base = load_run(baseline)
+    if base.config.pool != run_pool:
+        raise ConfigError(f"{run_dir} is on pool {run_pool!r} but the baseline is on {base.config.pool!r}")
+    return base
+
+
+def check_scoring(run_dir: str | Path, run_retrieval: object, base: object) -> None:
+    """Refuse a baseline scored on other asserts than the run (``--rerank`` runs score on held-out ones)."""
+    from ..analysis.compare import scoring
+    from ..errors import ConfigError
+
+    if scoring(base.retrieval) != scoring(run_retrieval):
+        raise ConfigError(
+            f"{run_dir} is scored on {scoring(run_retrieval)} but the baseline on "
+            f"{scoring(base.retrieval)}: their numbers are not comparable"
+        )
 
 
 def precheck(config, thresholds: list) -> None:
@@ -63,19 +118,28 @@ def enforce(
     junit: Path | None = None,
     baseline: dict | None = None,
     as_json: bool = False,
+    paired: list | None = None,
 ) -> None:
-    """Check thresholds, write JUnit, report on stderr (or JSON on stdout); typer.Exit(1) on a violation."""
+    """Check thresholds, write JUnit, report them and the ``paired`` gates' results (already computed, see
+    :func:`agentbench.analysis.noninferiority.gate_runs`) on stderr (or JSON on stdout); typer.Exit(1) when
+    one fails."""
     from ..analysis.gate import gate_results, missing_records, write_junit
 
-    if not thresholds and junit is None:
+    paired = paired or []
+    if not thresholds and not paired and junit is None:
         return
     results = missing_records(gate_results(summary, thresholds, baseline), records)
     if junit is not None:
         write_junit(junit, records or [], results)
-    failed = [r for r in results if not r.ok]
+    failed = [r for r in [*results, *paired] if not r.ok]
     if as_json:
-        typer.echo(json.dumps({"ok": not failed, "results": [r.to_dict() for r in results]}, indent=2))
-    for r in results:
+        data = {
+            "ok": not failed,
+            "results": [r.to_dict() for r in results],
+            "paired_gates": [r.to_dict() for r in paired],
+        }
+        typer.echo(json.dumps(data, indent=2))
+    for r in [*results, *paired]:
         word = "ok" if r.ok else "threshold violated"
         print(f"agentbench: {word}: {r.message}", file=sys.stderr)
     if failed:
@@ -85,7 +149,10 @@ def enforce(
 def check(
     run_dir: Annotated[Path, typer.Argument(help="Run directory to check.")],
     baseline: Annotated[
-        Path | None, typer.Option(help="Baseline run directory that --max-drop compares with.")
+        Path | None,
+        typer.Option(
+            help="Baseline run directory that --max-drop, --non-inferior and --superior compare with."
+        ),
     ] = None,
     max_drop: Annotated[
         list[str] | None,
@@ -96,6 +163,9 @@ def check(
             "VALUE (for bug_inheritance-like metrics, worse means higher).",
         ),
     ] = None,
+    non_inferior: NonInferiorOpt = None,
+    superior: SuperiorOpt = None,
+    allow_inconclusive: AllowInconclusiveOpt = False,
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
     junit: JunitOpt = None,
@@ -103,28 +173,28 @@ def check(
         OutputFormat, typer.Option("--format", help="table: messages on stderr; json: results on stdout.")
     ] = OutputFormat.table,
 ) -> None:
-    """Gate a stored run: thresholds and regressions against a baseline (exit 0 ok, 1 violated, 2 bad input)."""
-    from ..analysis.compare import load_run, scoring
+    """Gate a stored run: thresholds, regressions and non-inferiority against a baseline (exit 0 ok, 1 violated,
+    2 bad input)."""
+    from ..analysis.compare import load_run
+    from ..analysis.noninferiority import gate_runs
     from ..errors import ConfigError
 
     thresholds = parse_gate(fail_under, fail_over, max_drop)
-    if not thresholds:
-        raise ConfigError("nothing to check: give --fail-under, --fail-over or --baseline with --max-drop")
-    if max_drop and baseline is None:
-        raise ConfigError("--max-drop compares with a baseline: add --baseline RUN_DIR")
+    specs = parse_paired(non_inferior, superior)
+    if not thresholds and not specs:
+        raise ConfigError(
+            "nothing to check: give --fail-under, --fail-over, or --baseline with --max-drop, --non-inferior "
+            "or --superior"
+        )
+    if (max_drop or specs) and baseline is None:
+        flag = "--max-drop" if max_drop else specs[0].label.split()[0]
+        raise ConfigError(f"{flag} compares with a baseline: add --baseline RUN_DIR")
     run = load_run(run_dir)
-    base = None
+    base = paired = None
     if baseline is not None:
-        base = load_run(baseline)
-        if base.config.pool != run.config.pool:
-            raise ConfigError(
-                f"{run_dir} is on pool {run.config.pool!r} but the baseline is on {base.config.pool!r}"
-            )
-        if scoring(base.retrieval) != scoring(run.retrieval):
-            raise ConfigError(
-                f"{run_dir} is scored on {scoring(run.retrieval)} but the baseline on "
-                f"{scoring(base.retrieval)}: their numbers are not comparable"
-            )
+        base = load_baseline(run_dir, run.config.pool, baseline)
+        check_scoring(run_dir, run.retrieval, base)
+        paired = gate_runs(run, base, specs, allow_inconclusive=allow_inconclusive) if specs else None
         if base.summary.n_queries != run.summary.n_queries:
             print(
                 f"agentbench: warning: the baseline has {base.summary.n_queries} queries and the run "
@@ -138,4 +208,5 @@ def check(
         junit=junit,
         baseline=base.summary if base else None,
         as_json=output_format is OutputFormat.json,
+        paired=paired,
     )

@@ -13,12 +13,18 @@ from ..pipeline.conditions import DEFAULT_CONDITIONS, available
 from ..pipeline.config import RunConfig
 from ..retrieval import DEFAULT_EMBEDDER
 from .check import (
+    AllowInconclusiveOpt,
     FailOverOpt,
     FailUnderOpt,
     JunitOpt,
+    NonInferiorOpt,
     OutputFormat,
+    SuperiorOpt,
+    check_scoring,
     enforce,
+    load_baseline,
     parse_gate,
+    parse_paired,
     precheck,
 )
 from .options import (
@@ -118,8 +124,9 @@ BaselineOpt = Annotated[
     str | None,
     typer.Option(
         help="Matrix runs: the combination the others are compared with, as its number (1 = first), "
-        "LLM,EMBEDDER or an --llm/--embedder value naming one combination.",
-        show_default="1",
+        "LLM,EMBEDDER or an --llm/--embedder value naming one combination. A single run with "
+        "--non-inferior/--superior: the baseline run directory they compare with after the run.",
+        show_default="1 (matrix)",
     ),
 ]
 PromptOpt = Annotated[
@@ -184,6 +191,9 @@ def run(
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,
     junit: JunitOpt = None,
+    non_inferior: NonInferiorOpt = None,
+    superior: SuperiorOpt = None,
+    allow_inconclusive: AllowInconclusiveOpt = False,
     output_format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Retrieve, generate under each condition, execute in the sandbox, and report how retrieval errors propagate."""
@@ -192,13 +202,22 @@ def run(
 
     llms, embedders, agents, retrievers = llm or [], embedder or [], agent or [], retriever or []
     as_json = as_json or output_format is OutputFormat.json
+    specs = parse_paired(non_inferior, superior)
     if len(llms) + len(agents) > 1 or len(embedders) + len(retrievers) > 1:
-        if fail_under or fail_over or junit:
-            raise ConfigError("--fail-under, --fail-over and --junit gate a single run, not a matrix")
+        if fail_under or fail_over or junit or specs or allow_inconclusive:
+            raise ConfigError(
+                "--fail-under, --fail-over, --junit, --non-inferior, --superior and --allow-inconclusive gate "
+                "a single run, not a matrix"
+            )
         _run_matrix(run_config(**settings), llms, embedders, agents, retrievers, baseline, as_json)
         return
-    if baseline is not None:
-        raise ConfigError("--baseline compares the combinations of a matrix: repeat --llm or --embedder")
+    if baseline is not None and not specs:
+        raise ConfigError(
+            "--baseline compares the combinations of a matrix (repeat --llm or --embedder), or, with "
+            "--non-inferior/--superior, a single run with a baseline run directory"
+        )
+    if specs and baseline is None:
+        raise ConfigError(f"{specs[0].label.split()[0]} compares with a baseline: add --baseline RUN_DIR")
     config = run_config(
         **settings,
         llm=llms[0] if llms else DEFAULT_MODEL,
@@ -206,7 +225,8 @@ def run(
         agent=agents[0] if agents else None,
         retriever=retrievers[0] if retrievers else None,
     )
-    _run_single(config, parse_gate(fail_under, fail_over), junit, as_json)
+    paired = (specs, baseline, allow_inconclusive) if specs else None
+    _run_single(config, parse_gate(fail_under, fail_over), junit, as_json, paired)
 
 
 def _settings(options: dict[str, Any]) -> dict[str, Any]:
@@ -216,14 +236,25 @@ def _settings(options: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _run_single(config: RunConfig, thresholds: list, junit: Path | None, as_json: bool) -> None:
-    """One run: check the gate's thresholds against the config (exit 2 before any work), evaluate,
-    print the summary (or summary.json), then fail on too many errors and enforce the gate (exit 1)."""
+def _run_single(
+    config: RunConfig, thresholds: list, junit: Path | None, as_json: bool, paired: tuple | None = None
+) -> None:
+    """One run: check the gate's thresholds (and the ``paired`` gates' specs and baseline directory) against
+    the config (exit 2 before any work), evaluate, print the summary (or summary.json), then fail on too many
+    errors and enforce the gate (exit 1)."""
+    from ..analysis.compare import load_run
+    from ..analysis.noninferiority import check_conditions, gate_runs
     from ..analysis.terminal import print_rerank, print_summary
     from ..api import evaluate_config
     from ..pipeline.outage import check_error_rate
 
     precheck(config, thresholds)
+    base = None
+    if paired is not None:
+        specs, baseline, allow_inconclusive = paired
+        base = load_baseline(config.run_dir or "the run", config.pool, baseline)
+        check_conditions(specs, config.conditions)
+        check_conditions(specs, base.config.conditions, f"the baseline {baseline}")
     result = evaluate_config(config, show_progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
@@ -232,7 +263,12 @@ def _run_single(config: RunConfig, thresholds: list, junit: Path | None, as_json
         print_rerank(result.summary.rerank)
         typer.echo(f"run directory: {result.run_dir}")
     check_error_rate(result.records, config.max_error_rate, result.run_dir)
-    enforce(result.summary, thresholds, records=result.records, junit=junit)
+    results = None
+    if base is not None:
+        run = load_run(result.run_dir)
+        check_scoring(result.run_dir, run.retrieval, base)
+        results = gate_runs(run, base, specs, allow_inconclusive=allow_inconclusive)
+    enforce(result.summary, thresholds, records=result.records, junit=junit, paired=results)
 
 
 def _run_matrix(

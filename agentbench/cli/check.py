@@ -30,12 +30,13 @@ GATE_HELP = {
     "fail_under": "METRIC=VALUE; repeatable. Exit 1 when the metric is below VALUE (e.g. exec@1=0.5, rag.pass=0.6).",
     "fail_over": "METRIC=VALUE; repeatable. Exit 1 when the metric is above VALUE (e.g. bug_inheritance=0.3).",
     "junit": "Write JUnit XML: one test case per (query, condition) and one per threshold.",
-    "non_inferior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless the lower bound of the paired 95% "
-    "interval of (run - baseline) on shared queries lies above -MARGIN (rag.pass, closed_book.pass, ..., "
-    "exec@1, exec@10, retrieval_induced_failures: oriented so that positive = run better).",
-    "superior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless that lower bound lies above +MARGIN.",
-    "allow_inconclusive": "An inconclusive --non-inferior/--superior gate (the interval straddles the margin) "
-    "passes instead of failing.",
+    "non_inferior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless the lower bound of the "
+    "paired 95% interval of (run - baseline) on shared queries lies above -MARGIN (rag.pass, "
+    "closed_book.pass, ..., exec@1, exec@10, retrieval_induced_failures: positive = run better).",
+    "superior": "METRIC=MARGIN; repeatable; needs --baseline. Exit 1 unless that lower bound lies above "
+    "+MARGIN.",
+    "allow_inconclusive": "An inconclusive --non-inferior/--superior gate (the interval straddles the "
+    "margin) passes instead of failing.",
 }
 
 
@@ -99,6 +100,17 @@ def check_scoring(run_dir: str | Path, run_retrieval: object, base: object) -> N
         raise ConfigError(
             f"{run_dir} is scored on {scoring(run_retrieval)} but the baseline on "
             f"{scoring(base.retrieval)}: their numbers are not comparable"
+        )
+
+
+def warn_query_counts(run: object, base: object) -> None:
+    """A warning (not an error) when the baseline has another number of queries than the run."""
+    if base.summary.n_queries != run.summary.n_queries:
+        print(
+            f"agentbench: warning: the baseline has {base.summary.n_queries} queries and the run "
+            f"{run.summary.n_queries}; rates over different query sets are compared (paired gates use the "
+            "queries both share)",
+            file=sys.stderr,
         )
 
 
@@ -195,12 +207,7 @@ def check(
         base = load_baseline(run_dir, run.config.pool, baseline)
         check_scoring(run_dir, run.retrieval, base)
         paired = gate_runs(run, base, specs, allow_inconclusive=allow_inconclusive) if specs else None
-        if base.summary.n_queries != run.summary.n_queries:
-            print(
-                f"agentbench: warning: the baseline has {base.summary.n_queries} queries and the run "
-                f"{run.summary.n_queries}; rates over different query sets are compared",
-                file=sys.stderr,
-            )
+        warn_query_counts(run, base)
     enforce(
         run.summary,
         thresholds,

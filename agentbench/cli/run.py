@@ -26,6 +26,7 @@ from .check import (
     parse_gate,
     parse_paired,
     precheck,
+    warn_query_counts,
 )
 from .options import (
     DEFAULTS,
@@ -249,9 +250,9 @@ def _run_single(
     from ..pipeline.outage import check_error_rate
 
     precheck(config, thresholds)
+    specs, baseline, allow_inconclusive = paired or ([], None, False)
     base = None
-    if paired is not None:
-        specs, baseline, allow_inconclusive = paired
+    if specs:  # the baseline directory and the gates' conditions are checked before any work
         base = load_baseline(config.run_dir or "the run", config.pool, baseline)
         check_conditions(specs, config.conditions)
         check_conditions(specs, base.config.conditions, f"the baseline {baseline}")
@@ -268,6 +269,7 @@ def _run_single(
         run = load_run(result.run_dir)
         check_scoring(result.run_dir, run.retrieval, base)
         results = gate_runs(run, base, specs, allow_inconclusive=allow_inconclusive)
+        warn_query_counts(run, base)
     enforce(result.summary, thresholds, records=result.records, junit=junit, paired=results)
 
 

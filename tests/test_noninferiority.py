@@ -8,6 +8,7 @@ is known: the baseline passes rag on 64 of 100 queries, and the run agrees with 
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -215,14 +216,21 @@ def test_check_exit_codes_and_line(dirs: dict[str, Path], capsys) -> None:
     assert code == 1 and "threshold violated: rag.pass = 0.660" in err and "not worse" in err
 
 
-def test_check_json(dirs: dict[str, Path], capsys) -> None:
+def test_check_json_and_junit(dirs: dict[str, Path], capsys) -> None:
+    junit = dirs["tmp"] / "junit.xml"
     code, out, _ = _check(
-        capsys, dirs["run"], dirs["base"], "--non-inferior", "rag.pass=0.03", "--format", "json"
-    )
+        capsys, dirs["run"], dirs["base"], "--non-inferior", "rag.pass=0.03", "--format", "json",
+        "--superior", "rag.pass=0.01", "--junit", str(junit),
+    )  # fmt: skip
     assert code == 1
+    cases = [
+        c for c in ET.parse(junit).getroot().iter("testcase") if c.get("classname") == "agentbench.thresholds"
+    ]
+    assert [c.get("name") for c in cases] == ["--non-inferior rag.pass=0.03", "--superior rag.pass=0.01"]
+    assert "inconclusive: about 313 queries needed" in cases[0].find("failure").get("message")
     data = json.loads(out)
     assert data["ok"] is False and data["results"] == []
-    (g,) = data["paired_gates"]
+    g, _ = data["paired_gates"]
     assert (g["metric"], g["flag"], g["margin"], g["n"], g["b"], g["c"]) == (
         "rag.pass",
         "--non-inferior",

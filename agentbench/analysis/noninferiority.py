@@ -17,14 +17,11 @@ sqrt((a+b)(c+d)(a+c)(b+d)), 0 when a margin is empty):
     lo = D - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
     hi = D + sqrt((p2 - l2)^2 - 2 phi (p2 - l2)(u1 - p1) + (u1 - p1)^2)
 
-Closed-form (deterministic, checkable by hand), inside [-1, 1], and sound with few discordant pairs where
-the Wald interval is not. Queries needed: the normal-approximation paired sample size of Connor (1987,
-Biometrics 43:207-211) with the margin added, one-sided alpha 0.025, assuming the observed d is true:
-
-    n = (z_{1-alpha} + z_{power})^2 * (psi - d^2) / (d + margin)^2      (superior: (d - margin)^2)
-
-psi = (b + c) / n, the discordance rate, taken as 1/n when no pair is discordant; the count is at least
-n + 1 (n did not suffice). When d is on the wrong side of the margin no count is given.
+Closed-form (deterministic, checkable by hand) and sound with few discordant pairs, unlike Wald. Queries
+needed: Connor's (1987, Biometrics 43:207-211) normal-approximation paired sample size with the margin
+added, one-sided alpha 0.025, the observed d taken as true: n = (z_{1-alpha} + z_{power})^2 (psi - d^2) /
+(d + margin)^2 (superior: (d - margin)^2), psi = (b + c) / n the discordance rate (1/n when no pair is
+discordant); at least n + 1 (n did not suffice); none when d is on the wrong side of the margin.
 """
 
 from __future__ import annotations
@@ -92,6 +89,11 @@ class PairedResult:
         d = asdict(self)
         d["flag"] = FLAG[self.kind]
         return d
+
+    @property
+    def threshold(self) -> MarginSpec:
+        """The gate as a JUnit test case names it (gate.write_junit reads threshold.label, ok, message)."""
+        return MarginSpec(self.metric, self.margin, self.kind)
 
 
 def _metric_form(metric: str) -> str | None:
@@ -250,11 +252,8 @@ def paired_gate(
             f"{spec.label}: the run and the baseline share no scored query for {spec.metric}; "
             "were they run on the same pool and --limit/--sample?"
         )
-    pairs = [(run[q], baseline[q]) for q in shared]
-    a = sum(1 for x, y in pairs if x and y)
-    b = sum(1 for x, y in pairs if x and not y)
-    c = sum(1 for x, y in pairs if y and not x)
-    d = len(pairs) - a - b - c
+    pairs = [(int(bool(run[q])), int(bool(baseline[q]))) for q in shared]
+    a, b, c, d = (sum(1 for pair in pairs if pair == cell) for cell in ((1, 1), (1, 0), (0, 1), (0, 0)))
     diff, lo, hi = paired_interval(a, b, c, d)
     n = len(pairs)
     verdict, needed = _verdict(spec, diff, lo, hi, n, b, c)

@@ -142,7 +142,7 @@ def enforce(
         return
     results = missing_records(gate_results(summary, thresholds, baseline), records)
     if junit is not None:
-        write_junit(junit, records or [], results)
+        write_junit(junit, records or [], [*results, *paired])  # a paired gate is one test case too
     failed = [r for r in [*results, *paired] if not r.ok]
     if as_json:
         data = {

@@ -25,6 +25,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,12 @@ from .cache import ResponseCache, cache_key
 from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
 from .processes import LLMProcessPool, RemoteCallError, WireLimit, process_pool
 
-__all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "check_model", "redact"]
+__all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "SAMPLE", "check_model", "redact"]
+
+SAMPLE: ContextVar[int | None] = ContextVar("agentbench_sample", default=None)
+"""The repeated sample (``--samples`` above 1) of this context's requests, set by the run's worker so agents
+need not pass it: part of the cache key, and added to the seed (a seeded provider would otherwise give one
+sample N times). None, the default, changes neither: one-sample keys and requests are as they were."""
 
 
 class LLMStats(BaseModel):
@@ -336,12 +342,21 @@ class LLMClient:
     ) -> str:
         """Cache key of a request: model, messages, tools, the decoding grammar, output-affecting params
         and the API base (an unconstrained reply is never served for a constrained request)."""
-        params = {**self.params, "api_base": self.api_base}
+        params = {**self._sampled_params(), "api_base": self.api_base}
+        if (sample := SAMPLE.get()) is not None:
+            params["sample"] = sample
         if tools:
             params["tools"] = tools
         if grammar:
             params["grammar"] = grammar
         return cache_key(self.model, messages, params)
+
+    def _sampled_params(self) -> dict[str, Any]:
+        """The request's parameters; under a repeated sample (:data:`SAMPLE`) the seed is offset by its index."""
+        sample = SAMPLE.get()
+        if sample is None or self.params.get("seed") is None:
+            return dict(self.params)
+        return {**self.params, "seed": self.params["seed"] + sample}
 
     async def _prepare(self) -> Any:
         from ._litellm import litellm_module
@@ -460,7 +475,7 @@ class LLMClient:
     ) -> LLMResult:
         """The provider's answer, each attempt holding a concurrency slot only while it is in flight
         (the wait before a retry does not)."""
-        kwargs: dict[str, Any] = dict(self.params)
+        kwargs: dict[str, Any] = self._sampled_params()
         if tools:
             kwargs["tools"] = tools
         if grammar:  # reaches the local provider's optional_params, then its worker process as JSON

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, model_serializer, model_validator
 
 from ..agent.tools import Budget
 from ..errors import ConfigError
@@ -66,6 +66,11 @@ class RunConfig(RetrievalSettings):
     prompt: str | None = None
     api_base: str | None = None
     temperature: float = 0.0
+    samples: int = Field(
+        1,
+        description="Generations per (query, condition), for pass@k; more than 1 needs a temperature above 0 "
+        "to differ.",
+    )
     max_tokens: int = 1024
     run_dir: str | None = None
     resume: bool = False
@@ -149,6 +154,10 @@ class RunConfig(RetrievalSettings):
             )
         if self.max_tokens < 1:
             raise ConfigError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+        if self.samples < 1:
+            raise ConfigError(
+                f"--samples must be at least 1 (generations per query and condition), got {self.samples}"
+            )
         if not 0 <= self.temperature <= MAX_TEMPERATURE:
             raise ConfigError(
                 f"temperature must be between 0 and {MAX_TEMPERATURE:g}, got {self.temperature}"
@@ -168,6 +177,15 @@ class RunConfig(RetrievalSettings):
             )
         self._embedder_spec = EmbedderSpec.parse(self.embedder)  # parsed here once, nothing loaded
         return self
+
+    @model_serializer(mode="wrap")
+    def _one_sample_as_before(self, handler: Any) -> Any:
+        """``samples`` is left out at 1, so a one-sample run's config.json (and fingerprint) are what they
+        were before repeated samples existed, and older run directories resume."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples") == 1:
+            del data["samples"]
+        return data
 
     def validate_values(self) -> RunConfig:
         """Kept for callers of 0.1: a RunConfig is validated when it is made."""

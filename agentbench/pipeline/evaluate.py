@@ -13,6 +13,7 @@ of one item (:mod:`.outcome`) and the progress bars (:mod:`.progress_bar`).
 from __future__ import annotations
 
 import asyncio
+import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ from .conditions import get_condition, uses_tools
 from .config import RunConfig
 from .plan import WorkItem, context_verdicts, plan_items
 from .progress_bar import ConditionProgress, progress_counts
-from .records import RunRecord
+from .records import RecordKey, RunRecord
 from .rundir import RunDirectory, check_writable_dir
 from .streaming import RunWork, generate_and_execute
 from .tools import RunTools
@@ -88,6 +89,17 @@ def _make_agent(
     return built, client
 
 
+def _warn_greedy_samples(config: RunConfig, agent: AgentLike) -> None:
+    """Repeated samples of the built-in agent at temperature 0 are greedy decodes of one prompt: the same
+    reply N times (a plug-in agent chooses its own decoding, so it is not warned about)."""
+    if config.samples > 1 and config.temperature == 0 and not isinstance(agent, PluginAgent):
+        print(
+            f"agentbench: warning: --samples {config.samples} at temperature 0 decodes greedily, so the "
+            "samples will be identical; set --temperature above 0 for pass@k",
+            file=sys.stderr,
+        )
+
+
 def run_pipeline(
     config: RunConfig,
     *,
@@ -112,6 +124,7 @@ def run_pipeline(
     """
     check_writable_dir(RunDirectory.path_for(config), "--run-dir")  # before any model loads
     the_agent, client = _make_agent(config, client, agent)
+    _warn_greedy_samples(config, the_agent)
     retriever_name = None
     if retriever is not None or config.retriever:
         from ..retrieval.plugin import check_retriever
@@ -219,7 +232,7 @@ def _run_in(
     return RunResult(directory, config, records, retrieval, llm_stats=_llm_stats(client, the_agent))
 
 
-def _resumable(directory: RunDirectory) -> dict[tuple[str, str], RunRecord]:
+def _resumable(directory: RunDirectory) -> dict[RecordKey, RunRecord]:
     """The records a resumed run keeps, by key: all of them, or with ``--retry-errors`` the scored ones
     (an outage of the model's service or the sandbox is not a result: it is redone)."""
     done = {r.key: r for r in directory.load_records_for_resume()}
@@ -231,7 +244,7 @@ def _resumable(directory: RunDirectory) -> dict[tuple[str, str], RunRecord]:
 def _generate(
     directory: RunDirectory,
     items: list[WorkItem],
-    done: dict[tuple[str, str], RunRecord],
+    done: dict[RecordKey, RunRecord],
     work: RunWork,
     show_progress: bool,
 ) -> None:

@@ -60,6 +60,7 @@ def make_record(
     return RunRecord(
         query_id=it.query.query_id,
         condition=it.condition.name,
+        sample=it.sample,
         domain=it.query.domain,
         context_ids=it.context_ids,
         context_kind=it.kind,

@@ -1,4 +1,5 @@
-"""The work of a run: every (query, condition) with the context its condition gives it.
+"""The work of a run: every (query, condition) with the context its condition gives it, ``--samples``
+times (the samples of an item share its context: only the generation is drawn again).
 
 Planning is pure (the retrieval stage's rankings and the run's settings in, work items out), so a resumed
 run plans exactly the items of the run it continues, and a run's records are ordered by this plan.
@@ -14,7 +15,7 @@ from ..pools import Pool, Query
 from ..retrieval.results import RetrievalResult
 from .conditions import Condition, PlanInputs, get_condition
 from .config import RunConfig
-from .records import ContextKind
+from .records import ContextKind, RecordKey
 
 __all__ = ["WorkItem", "plan_items", "context_verdicts"]
 
@@ -29,11 +30,15 @@ class WorkItem:
     kind: ContextKind
     error: str | None = None
     """The retriever plug-in failed on this query: no generation, a ``retriever_error`` record."""
+    sample: int | None = None
+    """Which of the ``--samples`` generations this is (from 0); None in a one-sample run."""
 
     @property
-    def key(self) -> tuple[str, str]:
-        """The ``(query_id, condition)`` of the item, as :attr:`RunRecord.key` is for its record."""
-        return self.query.query_id, self.condition.name
+    def key(self) -> RecordKey:
+        """The ``(query_id, condition[, sample])`` of the item, as :attr:`RunRecord.key` is for its record."""
+        if self.sample is None:
+            return self.query.query_id, self.condition.name
+        return self.query.query_id, self.condition.name, self.sample
 
     def suite(self, suites: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
         """The asserts the generation is judged on under this item's condition."""
@@ -41,7 +46,8 @@ class WorkItem:
 
 
 def plan_items(pool: Pool, retrieval: RetrievalResult, config: RunConfig) -> list[WorkItem]:
-    """Every (query, condition) of the run, in condition order, each condition building its context."""
+    """Every (query, condition) of the run, in condition order, each condition building its context; with
+    ``--samples`` N above 1, N items per (query, condition), sample by sample within a query."""
     inputs = PlanInputs(
         ranked=retrieval.ranking(),
         reranked=retrieval.reranking(),  # empty without a reranker that ran: no rag_reranked records
@@ -54,8 +60,10 @@ def plan_items(pool: Pool, retrieval: RetrievalResult, config: RunConfig) -> lis
         condition = get_condition(name)
         for q in pool.queries:
             ctx = condition.plan(q, inputs)
-            if ctx is not None:
-                items.append(WorkItem(q, condition, list(ctx.ids), ctx.kind, ctx.error))
+            if ctx is None:
+                continue
+            for sample in range(config.samples) if config.samples > 1 else (None,):
+                items.append(WorkItem(q, condition, list(ctx.ids), ctx.kind, ctx.error, sample))
     return items
 
 

@@ -1,4 +1,4 @@
-"""One JSONL record per (query, condition), appended as it completes.
+"""One JSONL record per (query, condition[, sample]), appended as it completes.
 
 Each record is written with one ``write`` call, flushed and fsynced, so a killed run loses at most the
 records in flight; a torn last line is skipped by readers and cut by the next ``--resume``.
@@ -14,16 +14,18 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_serializer
 
 from ..errors import AgentbenchError, ConfigError
 from ..models import Record
 
-__all__ = ["RunRecord", "ToolStats", "RecordLog", "ContextKind", "ERROR_STATUSES", "write_error"]
+__all__ = ["RunRecord", "ToolStats", "RecordLog", "RecordKey", "ContextKind", "ERROR_STATUSES", "write_error"]
 
 log = logging.getLogger(__name__)
 
 ContextKind = Literal["none", "canonical", "own_distractor", "other_snippet"]
+RecordKey = tuple[str, str] | tuple[str, str, int]
+"""``(query_id, condition)``, or ``(query_id, condition, sample)`` in a run with ``--samples`` above 1."""
 ERROR_STATUSES = ("llm_error", "infra_error")
 """Records that say nothing about the system under test: the model's service or the sandbox failed."""
 
@@ -77,6 +79,9 @@ class RunRecord(BaseModel):
     schema_version: int = 1
     query_id: str
     condition: str
+    sample: int | None = None
+    """Which of the run's ``--samples`` generations of this (query, condition) it is, from 0; absent from
+    the JSON of a one-sample run (so its records are what they always were)."""
     domain: str = "unknown"
     context_ids: list[str] = Field(default_factory=list)
     context_kind: ContextKind = "none"
@@ -113,9 +118,19 @@ class RunRecord(BaseModel):
     tool_stats: ToolStats | None = None
     """Tool conditions: what the agent did with the tools."""
 
+    @model_serializer(mode="wrap")
+    def _omit_sample(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("sample", 0) is None:
+            del data["sample"]
+        return data
+
     @property
-    def key(self) -> tuple[str, str]:
-        return self.query_id, self.condition
+    def key(self) -> RecordKey:
+        """One record per key: ``(query_id, condition)``, and the sample index when the run has several."""
+        if self.sample is None:
+            return self.query_id, self.condition
+        return self.query_id, self.condition, self.sample
 
     @property
     def scored(self) -> bool:
@@ -147,9 +162,9 @@ class RecordLog:
         except OSError as exc:
             raise ConfigError(f"{self.path} cannot be read ({exc.strerror}): check its permissions") from None
 
-    def _parse(self, data: bytes) -> tuple[dict[tuple[str, str], RunRecord], int]:
+    def _parse(self, data: bytes) -> tuple[dict[RecordKey, RunRecord], int]:
         """Records by key and the length of the intact part (everything before a torn final line)."""
-        records: dict[tuple[str, str], RunRecord] = {}
+        records: dict[RecordKey, RunRecord] = {}
         good_end = 0
         for number, line in enumerate(data.splitlines(keepends=True), start=1):
             if not line.endswith(b"\n"):  # only the last line can lack its newline: a torn write

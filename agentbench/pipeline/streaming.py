@@ -19,6 +19,7 @@ from ..agent import Generation, Task
 from ..agent.generate import AgentLike
 from ..execution import ExecResult, Executor, Job
 from ..execution.cache import ExecCache, run_cached
+from ..llm.client import SAMPLE
 from ..pools import Pool
 from ..pools.models import DistractorMeta
 from .config import RunConfig
@@ -176,6 +177,7 @@ async def _work_on(it: WorkItem, work: RunWork, executions: ExecutionBatches) ->
     """One item from task to record: generation, then (for code that came back) its execution."""
     started = time.perf_counter()
     task = _task(it, work)
+    SAMPLE.set(it.sample)  # this worker task's context: the LLM client keys (and seeds) the call by it
     gen = await (_skipped(task, it) if it.error else work.agent.generate(task, it.condition.template))
     verdict, exec_seconds = None, 0.0
     if gen.status == "ok":

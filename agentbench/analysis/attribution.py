@@ -13,6 +13,12 @@ fails closed-book, retrieval changed nothing. Definitions (queries with both con
 Each comes with its count, rate, a paired 95% bootstrap interval (queries resampled with replacement, one
 seeded set of resamples for every number) and the exact McNemar p of its pair of conditions.
 
+With repeated samples (``--samples`` above 1) a query's outcome under a condition is its pass fraction
+over the scored samples, and the same definitions are read on fractions: a retrieval-induced failure is a
+query whose rag fraction is below its closed_book one (top-1 failing), a rescue one whose rag fraction is
+above; differences are of mean fractions; the McNemar p becomes the two-sided sign test of the per-query
+differences (which it is, on 0/1 outcomes); a transition counts a fraction of at least a half as a pass.
+
 The decomposition splits the rag pass rate over what the top-1 was, P(kind) × P(pass | kind), which sums
 to the rag pass rate exactly, and sets it beside the counterfactual "had exec@1 been 1": rag's outcome
 where the top-1 passes the tests, oracle's where it does not. The gap rag → counterfactual is what the
@@ -27,6 +33,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from ..pipeline.records import RunRecord
+from .passk import query_passes
 from .summary import (
     Attribution,
     CountEffect,
@@ -51,14 +58,18 @@ _PAIRS = {
 
 
 def query_outcomes(records: Sequence[RunRecord]) -> dict[str, QueryOutcome]:
-    """Per query: pass/fail of every scored condition, and the rag top-1's kind and correctness."""
+    """Per query: pass/fail of every scored condition (with repeated samples, its pass fraction over the
+    scored samples), and the rag top-1's kind and correctness."""
     out: dict[str, QueryOutcome] = {}
+    sampled = any(r.sample is not None for r in records)
+    passes = query_passes(records) if sampled else {}
     for r in records:
         q = out.setdefault(
             r.query_id, QueryOutcome(query_id=r.query_id, top1_kind=None, top1_passes=None, outcomes={})
         )
         if r.scored:
-            q.outcomes[r.condition] = bool(r.passed)
+            c, n = passes.get((r.query_id, r.condition), (0, 0))
+            q.outcomes[r.condition] = c / n if sampled else bool(r.passed)
         if r.condition == "rag":
             q.top1_kind = r.context_kind
             q.top1_passes = r.context_passes
@@ -72,9 +83,9 @@ def retrieval_indicators(queries: dict[str, QueryOutcome]) -> dict[str, dict[str
     rescued: dict[str, int] = {}
     for q, v in sorted(queries.items()):
         o = v.outcomes
-        if "closed_book" in o and "rag" in o:
-            induced[q] = int(o["closed_book"] and not o["rag"] and v.top1_passes is False)
-            rescued[q] = int(not o["closed_book"] and o["rag"])
+        if "closed_book" in o and "rag" in o:  # on 0/1 outcomes: passes closed-book and fails with rag
+            induced[q] = int(o["closed_book"] > o["rag"] and v.top1_passes is False)
+            rescued[q] = int(o["rag"] > o["closed_book"])
     return {"retrieval_induced_failures": induced, "retrieval_rescues": rescued}
 
 
@@ -83,8 +94,9 @@ def _round(x: float | None) -> float | None:
 
 
 def _mcnemar(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact McNemar p of paired 0/1 outcomes (two-sided binomial test of the discordant pairs)."""
-    a_only, b_only = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
+    """Exact McNemar p of paired 0/1 outcomes (two-sided binomial test of the discordant pairs); on pass
+    fractions, the sign test of the per-query differences, which is the same test on 0/1 outcomes."""
+    a_only, b_only = int(np.sum(a > b)), int(np.sum(b > a))
     return float(binomtest(b_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0
 
 
@@ -187,14 +199,14 @@ def _decomposition(queries: dict[str, QueryOutcome]) -> Decomposition | Unavaila
         group = [q for q in rag_ids if (queries[q].top1_kind or "none") == kind]
         if not group:
             continue
-        passed = sum(bool(queries[q].outcomes["rag"]) for q in group)
+        passed = sum(float(queries[q].outcomes["rag"]) for q in group)
         kinds[kind] = KindShare(
             n=len(group),
             share=_round(len(group) / n),
             pass_rate=_round(passed / len(group)),
             contribution=_round(passed / n),
         )
-    rag_pass_rate = _round(sum(bool(queries[q].outcomes["rag"]) for q in rag_ids) / n) if n else None
+    rag_pass_rate = _round(sum(float(queries[q].outcomes["rag"]) for q in rag_ids) / n) if n else None
     out = Decomposition(
         n=n, rag_pass_rate=rag_pass_rate, by_top1_kind=kinds, counterfactual=_counterfactual(queries, rag_ids)
     )
@@ -266,7 +278,7 @@ def _transitions(queries: dict[str, QueryOutcome]) -> dict[str, dict[str, int]]:
         o = v.outcomes
         if "closed_book" not in o or "rag" not in o:
             continue
-        key = f"{'pass' if o['closed_book'] else 'fail'}→{'pass' if o['rag'] else 'fail'}"
+        key = f"{'pass' if o['closed_book'] >= 0.5 else 'fail'}→{'pass' if o['rag'] >= 0.5 else 'fail'}"
         kind = v.top1_kind or "none"
         counts.setdefault(key, {}).setdefault(kind, 0)
         counts[key][kind] += 1

@@ -34,6 +34,7 @@ from ..pipeline.records import RunRecord
 from ..pipeline.rundir import RunDirectory
 from ..retrieval.results import RetrievalResult
 from .attribution import query_outcomes, retrieval_indicators
+from .passk import query_passes
 from .summary import SUMMARY_VERSION, RunSummary
 
 __all__ = [
@@ -185,14 +186,10 @@ def run_source(run: RunData) -> Source:
     retrieval = _json(run.retrieval)
     outcomes = _exec_outcomes(retrieval)
     for condition in run.config.conditions:
-        outcomes[f"{condition}.pass"] = {
-            r.query_id: int(r.passed) for r in run.records if r.condition == condition and r.scored
-        }
-        repaired = {  # the condition's pass on the queries whose context snippet fails its tests
-            r.query_id: int(r.passed)
-            for r in run.records
-            if r.condition == condition and r.scored and r.context_passes is False
-        }
+        group = [r for r in run.records if r.condition == condition and r.scored]
+        outcomes[f"{condition}.pass"] = _per_query(group)
+        # the condition's pass on the queries whose context snippet fails its tests
+        repaired = _per_query([r for r in group if r.context_passes is False])
         if repaired:
             outcomes[f"{condition}.repair"] = repaired
     for name, by_query in retrieval_indicators(query_outcomes(run.records)).items():
@@ -205,6 +202,13 @@ def run_source(run: RunData) -> Source:
         _query_texts(retrieval),
         scoring(retrieval),
     )
+
+
+def _per_query(records: list[RunRecord]) -> dict[str, float]:
+    """query_id -> 0/1 pass; with repeated samples (``--samples``), the pass fraction of its samples."""
+    if all(r.sample is None for r in records):
+        return {r.query_id: int(r.passed) for r in records}
+    return {q: c / n for (q, _), (c, n) in query_passes(records).items() if n}
 
 
 def load_sources(paths: list[str | Path]) -> list[Source]:
@@ -232,8 +236,11 @@ def load_sources(paths: list[str | Path]) -> list[Source]:
     return sources
 
 
-def paired_stats(a: list[int], b: list[int], *, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
-    """Rates, difference (b - a), discordant counts, exact McNemar p and paired-bootstrap 95% CI."""
+def paired_stats(a: list[float], b: list[float], *, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
+    """Rates, difference (b - a), discordant counts, exact McNemar p and paired-bootstrap 95% CI. On
+    per-query pass fractions (``--samples``) the rates are mean fractions, the discordant counts the
+    queries where one side's fraction is higher, and the p the sign test of the differences (McNemar's
+    on 0/1 outcomes)."""
     if len(a) != len(b):
         raise ValueError("paired outcomes must have the same length")
     n = len(a)
@@ -250,8 +257,8 @@ def paired_stats(a: list[int], b: list[int], *, seed: int = 0, n_resamples: int 
         }
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
-    baseline_only = int(np.sum((x == 1) & (y == 0)))
-    other_only = int(np.sum((x == 0) & (y == 1)))
+    baseline_only = int(np.sum(x > y))
+    other_only = int(np.sum(y > x))
     discordant = baseline_only + other_only
     p = float(binomtest(other_only, discordant, 0.5).pvalue) if discordant else 1.0
     rng = np.random.default_rng(seed)

@@ -22,6 +22,7 @@ needed: Connor's (1987, Biometrics 43:207-211) normal-approximation paired sampl
 added, one-sided alpha 0.025, the observed d taken as true: n = (z_{1-alpha} + z_{power})^2 (psi - d^2) /
 (d + margin)^2 (superior: (d - margin)^2), psi = (b + c) / n the discordance rate (1/n when no pair is
 discordant); at least n + 1 (n did not suffice); none when d is on the wrong side of the margin.
+With ``--samples`` outcomes are per-query pass fractions: a paired t interval of their differences (passk.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..errors import ConfigError
 from ..pipeline.records import ERROR_STATUSES, RunRecord
 from ..retrieval.metrics import is_metric_name
 from .gate import LOWER_IS_BETTER
+from .passk import FRACTION_METHOD, paired_fraction_interval
 
 if TYPE_CHECKING:
     from .compare import RunData
@@ -130,9 +132,7 @@ def metric_conditions(metric: str) -> tuple[str, ...]:
     """The generation conditions whose records a metric's outcomes come from (none for exec@k)."""
     if metric.endswith(".pass"):
         return (metric[: -len(".pass")],)
-    if metric == "retrieval_induced_failures":
-        return ("closed_book", "rag")
-    return ()
+    return ("closed_book", "rag") if metric == "retrieval_induced_failures" else ()
 
 
 def check_conditions(specs: Sequence[MarginSpec], conditions: Iterable[str], where: str = "this run") -> None:
@@ -153,9 +153,7 @@ def valid_metrics(run: dict[str, dict[str, int]], baseline: dict[str, dict[str, 
 
 def oriented(metric: str, outcomes: dict[str, int]) -> dict[str, int]:
     """Outcomes with 1 = good: lower-is-better metrics are flipped."""
-    if metric in LOWER_IS_BETTER:
-        return {q: 1 - v for q, v in outcomes.items()}
-    return dict(outcomes)
+    return {q: 1 - v for q, v in outcomes.items()} if metric in LOWER_IS_BETTER else dict(outcomes)
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
@@ -204,7 +202,7 @@ def needed_queries(
 
 
 def _verdict(
-    spec: MarginSpec, diff: float, lo: float, hi: float, n: int, b: int, c: int
+    spec: MarginSpec, diff: float, lo: float, hi: float, n: int, psi: float
 ) -> tuple[str, int | None]:
     good, bad = _VERDICTS[spec.kind]
     bound = -spec.margin if spec.kind == "non_inferior" else spec.margin
@@ -212,7 +210,6 @@ def _verdict(
         return good, None
     if hi < bound:
         return bad, None
-    psi = max(b + c, 1) / n
     needed = needed_queries(psi, diff, spec.margin, kind=spec.kind)
     if needed is None:
         looks = "the run looks worse" if spec.kind == "non_inferior" else "the run does not look better"
@@ -233,7 +230,7 @@ def paired_gate(
     allow_inconclusive: bool = False,
     missing: Sequence[str] = (),
 ) -> PairedResult:
-    """The gate on the queries both outcome maps share (query_id -> 0/1, already oriented: 1 = good).
+    """The gate on the queries both maps share (query_id -> 0/1 or, with --samples, pass fraction; 1 = good).
 
     ``missing`` names records lost to errors: the result then fails whatever the verdict, because the
     interval was computed on fewer queries than the run planned."""
@@ -252,11 +249,16 @@ def paired_gate(
             f"{spec.label}: the run and the baseline share no scored query for {spec.metric}; "
             "were they run on the same pool and --limit/--sample?"
         )
-    pairs = [(int(bool(run[q])), int(bool(baseline[q]))) for q in shared]
-    a, b, c, d = (sum(1 for pair in pairs if pair == cell) for cell in ((1, 1), (1, 0), (0, 1), (0, 0)))
-    diff, lo, hi = paired_interval(a, b, c, d)
-    n = len(pairs)
-    verdict, needed = _verdict(spec, diff, lo, hi, n, b, c)
+    pairs = [(run[q], baseline[q]) for q in shared]
+    n, b, c = len(pairs), sum(x > y for x, y in pairs), sum(y > x for x, y in pairs)
+    method, psi = METHOD, max(b + c, 1) / n
+    if all(x in (0, 1) for pair in pairs for x in pair):
+        a = sum(x == y == 1 for x, y in pairs)
+        diff, lo, hi = paired_interval(a, b, c, n - a - b - c)
+    else:  # pass fractions of repeated samples; psi = mean squared difference (b + c over n on 0/1)
+        diff, lo, hi = paired_fraction_interval([x - y for x, y in pairs])
+        method, psi = FRACTION_METHOD, max(sum((x - y) ** 2 for x, y in pairs) / n, 1 / n)
+    verdict, needed = _verdict(spec, diff, lo, hi, n, psi)
     good = verdict == _VERDICTS[spec.kind][0]
     ok = (good or (allow_inconclusive and verdict.startswith("inconclusive"))) and not missing
     sign = "baseline - run: lower is better" if spec.metric in LOWER_IS_BETTER else "run - baseline"
@@ -270,7 +272,7 @@ def paired_gate(
             "checked on the whole run; redo them with --resume"
         )
     return PairedResult(
-        spec.metric, spec.kind, spec.margin, n, b, c, diff, lo, hi, verdict, needed, ok,
+        spec.metric, spec.kind, spec.margin, n, b, c, diff, lo, hi, verdict, needed, ok, method=method,
         missing=list(missing), message=message,
     )  # fmt: skip
 

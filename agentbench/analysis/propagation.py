@@ -22,6 +22,7 @@ from ..pipeline.config import RunConfig
 from ..pipeline.records import RunRecord
 from ..retrieval.results import RerankResult, RetrievalResult
 from .attribution import attribution, query_outcomes
+from .passk import samples_summary
 from .stats import proportion, rate
 from .summary import (
     SUMMARY_VERSION,
@@ -271,4 +272,5 @@ def summarize(
             llm_seconds=round(sum(r.llm_seconds for r in records), 3),
             exec_seconds=round(sum(r.exec_seconds for r in records), 3),
         ),
+        samples=samples_summary(records, config.samples, config.conditions),
     )

@@ -18,6 +18,7 @@ from ..retrieval.rerank.consensus import ConsensusStats
 from ..retrieval.rerank.registry import with_typed_stats
 from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import Number, RerankCost
+from .passk import SamplesSummary
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -348,8 +349,8 @@ class QueryOutcome(Record):
     query_id: str
     top1_kind: str | None
     top1_passes: bool | None
-    outcomes: dict[str, bool | None]
-    """condition -> passed (None: not scored, e.g. an LLM error)"""
+    outcomes: dict[str, bool | float | None]
+    """condition -> passed (None: not scored, e.g. an LLM error); with --samples, the pass fraction"""
 
 
 class SummaryTiming(Record):
@@ -360,7 +361,7 @@ class SummaryTiming(Record):
 class RunSummary(Record):
     """Retrieval-only and end-to-end numbers of one run, side by side."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"rerank", "agent", "attribution"})
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"rerank", "agent", "attribution", "samples"})
 
     schema_version: int = SUMMARY_VERSION
     run: RunIdentity
@@ -385,3 +386,5 @@ class RunSummary(Record):
     llm: LLMUsage
     per_query: list[QueryOutcome] = Field(default_factory=list)
     timing: SummaryTiming
+    samples: SamplesSummary | None = None
+    """with --samples above 1: pass@k per condition, per-query pass fractions and flaky queries"""

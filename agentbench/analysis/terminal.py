@@ -21,6 +21,7 @@ from ..retrieval.rerank.consensus import ConsensusStats
 from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import RetrievalResult
 from .leaderboard import CAPTION, Leaderboard, table_rows
+from .passk import SamplesSummary
 from .plots import propagation_counts
 from .report import agent_rows, attribution_rows, condition_rows, propagation_rows
 from .summary import RerankSummary, RunSummary
@@ -239,6 +240,23 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     header, tool_rows = agent_rows(summary)
     if tool_rows:
         console.print(_rows_table("agents with tools (held-out asserts)", tool_rows, header))
+    if summary.samples is not None:  # --samples N above 1 only: a one-sample run prints what it always did
+        _print_samples(summary.samples, console)
+
+
+def _print_samples(samples: SamplesSummary, console: Console) -> None:
+    """pass@k for k = 1..N per condition, and the flaky (query, condition) pairs."""
+    ks = [f"pass@{k}" for k in range(1, samples.samples + 1)]
+    rows = [
+        [name, str(c.n_queries), *(_f(c.pass_at_k.get(k)) for k in ks), str(c.flaky)]
+        for name, c in samples.conditions.items()
+    ]
+    title = f"{samples.samples} samples per query (unbiased pass@k, Chen et al. 2021)"
+    console.print(_rows_table(title, rows, ("condition", "queries", *ks, "flaky")))
+    if samples.flaky:
+        shown = ", ".join(f"{p.query_id}/{p.condition} {p.passed}/{p.n}" for p in samples.flaky[:10])
+        more = f" and {len(samples.flaky) - 10} more" if len(samples.flaky) > 10 else ""
+        console.print(f"flaky (samples disagree): {shown}{more}", highlight=False)
 
 
 def _f(x: float | None) -> str:

@@ -135,6 +135,17 @@ PromptOpt = Annotated[
 ]
 ApiBaseOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL for the LLM.")]
 MaxTokensOpt = Annotated[int, typer.Option(help="Maximum tokens per generation.")]
+TemperatureOpt = Annotated[
+    float,
+    typer.Option(help="Sampling temperature of the built-in agent (0: greedy; use above 0 with --samples)."),
+]
+SamplesOpt = Annotated[
+    int,
+    typer.Option(
+        help="Generations per (query, condition): the summary gives pass@k for every k up to it, each "
+        "query's pass fraction and the flaky queries."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")]
 FormatOpt = Annotated[
     OutputFormat, typer.Option("--format", help="table, or json: summary.json on stdout (as --json).")
@@ -144,7 +155,7 @@ FormatOpt = Annotated[
 # the order they were always passed; --llm, --embedder, --agent and --retriever are added per run.
 _SETTINGS = (
     "pool", "conditions", "k", "limit", "sample", "concurrency", "llm_processes", "seed", "prompt",
-    "api_base", "max_tokens", "sandbox", "sandbox_workers", "ray", "timeout", "store_dir", "chroma_url",
+    "api_base", "max_tokens", "temperature", "samples", "sandbox", "sandbox_workers", "ray", "timeout", "store_dir", "chroma_url",
     "run_dir", "resume", "retry_errors", "max_error_rate", "rerank", "visible_tests", "rerank_k", "tests",
     "max_turns", "max_tool_calls", "max_agent_tokens", "max_agent_seconds",
 )  # fmt: skip
@@ -171,6 +182,8 @@ def run(
     prompt: PromptOpt = None,
     api_base: ApiBaseOpt = None,
     max_tokens: MaxTokensOpt = 1024,
+    temperature: TemperatureOpt = 0.0,
+    samples: SamplesOpt = 1,
     sandbox: SandboxOpt = DEFAULTS["sandbox"],
     sandbox_workers: SandboxWorkersOpt = DEFAULTS["sandbox_workers"],
     ray: RayOpt = DEFAULTS["ray"],

@@ -199,7 +199,9 @@ def _common(**kw: str) -> dict[str, str]:
 def test_action_gates_against_a_baseline(workspace: Path, tmp_path: Path) -> None:
     # 1. the team's agent on main, with an absolute threshold: passes, the summary has the table
     first = run_action(
-        workspace, tmp_path / "a", **_common(agent="team:copycat", gates="--fail-under oracle.pass=0.9")
+        workspace,
+        tmp_path / "a",
+        **_common(agent="team:copycat", gates="--fail-under oracle.pass=0.9\n--fail-under rag.pass=0\n"),
     )
     assert first.code == 0, "\n".join(first.logs)
     cache = workspace / ".agentbench-cache"
@@ -212,7 +214,14 @@ def test_action_gates_against_a_baseline(workspace: Path, tmp_path: Path) -> Non
     assert row(first.summary, "oracle") == ["oracle", "8/8", "1.000", "[0.68, 1.00]"]
     rag = json.loads((workspace / "runs" / "ci" / "summary.json").read_text())["conditions"]["rag"]
     assert row(first.summary, "rag")[:3] == ["rag", f"{rag['passed']}/8", f"{rag['pass_rate']:.3f}"]
-    assert "**Gates: all passed**" in first.summary and "--fail-under oracle.pass=0.9" in first.summary
+    assert "**Gates: all passed**" in first.summary
+    assert row(first.summary, "--fail-under oracle.pass=0.9") == [
+        "--fail-under oracle.pass=0.9",
+        "1.000",
+        "-",
+        "pass",
+    ]
+    assert row(first.summary, "--fail-under rag.pass=0")[-1] == "pass"  # a multi-line input is split too
     comment = Path(first.outputs["report"]["comment"])
     assert (workspace / comment).read_text().strip() == first.summary.strip()
     assert first.outputs["verdict"]["exit-code"] == "0"

@@ -8,7 +8,8 @@ score), ...]``, best first. Your own service would be queried here instead; what
 names a pool snippet, by its corpus id or its exact code.
 
 The dense half uses agentbench's MiniLM embedder with its on-disk embedding cache (so a rerun does not
-re-embed the pool); any sentence-transformers model works the same way.
+re-embed the pool), and the vectors agentbench ships for its bundled pools (so `core` and `humaneval` are
+not embedded at all); any sentence-transformers model works the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from agentbench import CorpusDoc
 from agentbench.retrieval import EmbeddingCache, parse_embedder
+from agentbench.retrieval.bundled import for_embedder
 
 RRF_K = 60  # the usual RRF constant: dampens the weight of top ranks
 DEPTH = 50  # candidates taken from each ranking before fusion
@@ -55,6 +57,7 @@ def retriever(corpus: list[CorpusDoc]) -> Callable[[str, int], list[tuple[str, f
     bm25.index([tokenize(doc.code) for doc in corpus], show_progress=False)
 
     embedder = parse_embedder("minilm").use_cache(EmbeddingCache())
+    embedder.use_shipped(for_embedder(embedder))  # None for another model: everything is embedded
     vectors = np.asarray(embedder.embed_documents([doc.code for doc in corpus]), dtype=np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
 

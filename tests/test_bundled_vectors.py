@@ -82,6 +82,22 @@ def test_other_pools_and_embedders_are_not_served(tmp_path: Path) -> None:
     assert bundled.for_pool(pool, same_model) is not None  # the same model files, by their sha256
 
 
+def test_a_plug_in_given_only_the_corpus_is_served_by_text(tmp_path: Path) -> None:
+    """for_embedder: what examples/hybrid.py uses; every bundled pool's rows, matched by text."""
+    core, humaneval = load_pool("core"), load_pool("humaneval")
+    embedder = minilm().use_cache(EmbeddingCache(tmp_path / "emb"))
+    embedder.use_shipped(bundled.for_embedder(embedder))
+    texts = [core.corpus[0].code, humaneval.corpus[0].code]
+    vectors = embedder.embed_documents(texts)
+    assert embedder.encoded_texts == 0 and embedder._model is None  # both served, the model never loaded
+    for pool, vector in zip((core, humaneval), vectors, strict=True):
+        own = bundled.for_pool(pool, embedder).get_many("document", [pool.corpus[0].code])[0]
+        assert np.array_equal(np.asarray(vector, dtype=np.float32), own)
+    assert not bundled.for_embedder(embedder).get_many("document", ["def f():\n    return 1\n"])  # embedded
+    prompted = parse_embedder(f"st:{minilm().model_ref}?query_prompt=query: ")
+    assert bundled.for_embedder(prompted) is None and bundled.for_embedder(parse_embedder("bm25")) is None
+
+
 def _corrupt_bytes(src: Path, dst: Path) -> None:
     data = bytearray(src.read_bytes())
     middle = len(data) // 2

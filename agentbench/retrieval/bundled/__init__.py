@@ -38,11 +38,12 @@ import numpy as np
 from ...pools.io import BUNDLED_POOLS
 from ...pools.models import Pool
 from .._defaults import DEFAULT_EMBEDDER
-from ..embedders import Embedder, Kind, SentenceTransformerEmbedder
+from ..embedders import Embedder, Kind, SentenceTransformerEmbedder, VectorSource
 
 __all__ = [
     "ShippedVectors",
     "for_pool",
+    "for_embedder",
     "load",
     "model_sha256",
     "data_sha256",
@@ -214,7 +215,33 @@ def for_pool(pool: Pool, embedder: Embedder) -> ShippedVectors | None:
     sentence-transformers embedder without prompts whose model files hash to the shipped model's
     sha256, and a file that passes its checksum. None otherwise (everything is embedded)."""
     name = bundled_name(pool)
-    if name is None or not isinstance(embedder, SentenceTransformerEmbedder):
+    return None if name is None else _matching(name, embedder)
+
+
+def for_embedder(embedder: Embedder) -> VectorSource | None:
+    """Every bundled pool's shipped vectors that ``embedder`` may use (the checks of :func:`for_pool`),
+    for code that embeds a bundled pool's texts without its :class:`Pool`, such as a ``--retriever``
+    plug-in given only the corpus; rows match by the text's sha256, so other texts are embedded."""
+    parts = [found for name in BUNDLED_POOLS if (found := _matching(name, embedder)) is not None]
+    return _Union(parts) if parts else None
+
+
+class _Union:
+    """Several shipped files as one vector source (the first that holds a text serves it)."""
+
+    def __init__(self, parts: Sequence[ShippedVectors]) -> None:
+        self.parts = parts
+
+    def get_many(self, kind: Kind, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        for part in self.parts:
+            for i, vector in part.get_many(kind, texts).items():
+                out.setdefault(i, vector)
+        return out
+
+
+def _matching(name: str, embedder: Embedder) -> ShippedVectors | None:
+    if not isinstance(embedder, SentenceTransformerEmbedder):
         return None
     if embedder.query_prompt is not None or embedder.document_prompt is not None:
         return None

@@ -6,7 +6,9 @@ baseline without running anything. The numbers are the runs' own: pass rates and
 run's summary, retrieval metrics and bootstrap intervals from its retrieval stage, and the paired tests
 from :mod:`.compare` (exact McNemar p and seeded paired-bootstrap CI of the difference, every metric the
 two runs share). Rows are ranked by the primary metric, the rag pass rate (the first condition's when a
-matrix has no rag condition), ties in matrix order.
+matrix has no rag condition), ties in matrix order. Each rank is also tested against the next on that
+metric (``vs_next``: paired on shared queries, Holm-corrected over the neighbouring pairs), so the table
+says which steps of the ranking are more than chance.
 
 Written as ``leaderboard.json`` and ``leaderboard.html`` in the matrix directory; :func:`print_leaderboard`
 (in :mod:`.terminal`) shows it in the terminal.
@@ -23,21 +25,69 @@ from ..errors import ConfigError
 from ..files import atomic_write_json, atomic_write_text, read_json_object
 from ..models import Record
 from ..pipeline.matrix import MANIFEST
-from .compare import N_RESAMPLES, compare_sources, format_p, load_run, run_source, scoring
+from .compare import N_RESAMPLES, compare_sources, format_p, load_run, paired_stats, run_source, scoring
+from .stats import holm
 
 __all__ = [
     "LEADERBOARD_VERSION",
     "Leaderboard",
     "LeaderboardRow",
+    "NeighbourTest",
+    "ALPHA",
     "build_leaderboard",
     "table_rows",
     "CAPTION",
+    "LEGEND",
     "render_leaderboard_html",
     "write_leaderboard",
 ]
 
 LEADERBOARD_VERSION = 1
 JSON_FILE, HTML_FILE = "leaderboard.json", "leaderboard.html"
+
+
+ALPHA = 0.05
+"""The family-wise error rate of the neighbouring comparisons (Holm-corrected)."""
+
+
+class NeighbourTest(Record):
+    """This row against the row ranked just below it on the primary metric, paired on their shared
+    queries. Why: the ranks alone do not say whether rank 1 is really better than rank 2; this does, with
+    the m - 1 neighbouring tests of an m-row leaderboard Holm-corrected as one family."""
+
+    next_rank: int
+    """the rank of the row below"""
+    next_index: int
+    """that row's combination number (``#``)"""
+    metric: str
+    """the primary metric both are ranked by (e.g. ``rag.pass``)"""
+    n: int
+    """queries both runs scored on that metric; 0: untestable (see ``reason``)"""
+    difference: float | None
+    """this row's rate minus the next row's, on the shared queries"""
+    this_only: int
+    """shared queries where this row's outcome is higher (0/1 outcomes: only this one passes)"""
+    next_only: int
+    test: str | None
+    """``exact McNemar`` on 0/1 outcomes; ``sign test`` on per-query pass fractions (``--samples``)"""
+    p_value: float | None
+    """the raw two-sided p (a binomial test of the discordant queries at 1/2); None when untestable"""
+    p_holm: float | None
+    """``p_value`` Holm-adjusted over the leaderboard's testable neighbouring pairs (capped at 1)"""
+    significant: bool | None
+    """``p_holm`` < 0.05; None when untestable"""
+    reason: str | None = None
+    """why the pair is untestable (``significant`` None), e.g. the two runs share no queries"""
+
+    @property
+    def mark(self) -> str:
+        """``>`` (significantly better than the next rank), ``<`` (significantly worse on the shared
+        queries, possible when the runs scored different queries), ``≈`` (not significant), ``n/a``."""
+        if self.significant is None:
+            return "n/a"
+        if not self.significant:
+            return "≈"
+        return ">" if (self.difference or 0.0) > 0 else "<"
 
 
 class LeaderboardRow(Record):
@@ -61,6 +111,9 @@ class LeaderboardRow(Record):
     vs_baseline: dict[str, dict[str, Any]] | None = None
     """metric -> n, baseline_rate, other_rate, difference (this minus the baseline), baseline_only,
     other_only, p_value (exact McNemar), ci95 (paired bootstrap); None for the baseline itself"""
+    vs_next: NeighbourTest | None = None
+    """this row against the next rank on the primary metric (Holm-corrected over the neighbouring pairs);
+    None for the last row"""
 
 
 class Leaderboard(Record):
@@ -150,6 +203,7 @@ def build_leaderboard(
     for rank, row in enumerate(sorted(rows, key=key), start=1):
         row.rank = rank
     rows.sort(key=lambda r: r.rank)
+    _test_neighbours(rows, {c["name"]: s.outcomes.get(primary) for c, _, s in runs}, primary)
     return Leaderboard(
         matrix=str(path),
         pool=base_run.config.pool,
@@ -161,6 +215,47 @@ def build_leaderboard(
         bootstrap={"seed": seed, "n_resamples": n_resamples},
         rows=rows,
     )
+
+
+def _test_neighbours(
+    rows: list[LeaderboardRow], outcomes: dict[str, dict[str, float] | None], metric: str
+) -> None:
+    """Fill ``vs_next`` of every ranked row but the last: a paired test against the row below on the
+    queries both scored (``paired_stats``: exact McNemar on 0/1, sign test on fractions), Holm over the
+    testable pairs."""
+    tests: list[NeighbourTest] = []
+    for this, below in zip(rows, rows[1:], strict=False):
+        a, b = outcomes.get(below.name), outcomes.get(this.name)
+        shared = sorted(set(a) & set(b)) if a is not None and b is not None else []
+        x = [a[q] for q in shared] if a else []
+        y = [b[q] for q in shared] if b else []
+        stats = paired_stats(x, y, n_resamples=1)  # the p needs no resampling; the CI is not kept
+        reason = None
+        if a is None or b is None:
+            reason = f"{(this if b is None else below).name} has no {metric} outcomes"
+        elif not shared:
+            reason = f"{this.name} and {below.name} share no queries scored on {metric}"
+        tests.append(
+            NeighbourTest(
+                next_rank=below.rank,
+                next_index=below.index,
+                metric=metric,
+                n=stats["n"],
+                difference=stats["difference"],
+                this_only=stats["other_only"],
+                next_only=stats["baseline_only"],
+                test=None if reason else ("exact McNemar" if set(x + y) <= {0, 1} else "sign test"),
+                p_value=None if reason else stats["p_value"],
+                p_holm=None,
+                significant=None,
+                reason=reason,
+            )
+        )
+    for t, adjusted in zip(tests, holm([t.p_value for t in tests]), strict=True):
+        t.p_holm = adjusted
+        t.significant = None if adjusted is None else adjusted < ALPHA
+    for row, t in zip(rows, tests, strict=False):
+        row.vs_next = t
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -176,6 +271,14 @@ def _interval(ci: list[float] | None, signed: bool = False) -> str:
     return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if signed else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+def _neighbour_cell(t: NeighbourTest | None) -> str:
+    if t is None:
+        return ""
+    if t.reason:
+        return f"n/a\n({t.reason})"
+    return f"{t.mark} {format_p(t.p_holm)}"
+
+
 def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     """The leaderboard as text cells (terminal and HTML): one row per combination, ranked."""
     metric = board.primary_metric
@@ -189,6 +292,7 @@ def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         f"Δ {metric}\n(95% CI)",
         "disc.",
         "p",
+        "vs next\n(Holm p)",
     ]
     rows: list[list[str]] = []
     for r in board.rows:
@@ -213,6 +317,7 @@ def table_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
                 f"{d.get('baseline_only', 0)}/{d.get('other_only', 0)}",
                 format_p(d.get("p_value")),
             ]
+        cells.append(_neighbour_cell(r.vs_next))
         rows.append(cells)
     return header, rows
 
@@ -221,6 +326,12 @@ CAPTION = (
     "rates with 95% CIs (pass rates: Wilson; exec@1: bootstrap); Δ = this minus the baseline on shared "
     "queries with its paired-bootstrap 95% CI; disc. = queries only the baseline / only this one passes; "
     "p = exact McNemar; bold: p < 0.05"
+)
+LEGEND = (
+    "vs next: this rank against the one below on the ranking metric, paired on shared queries (exact "
+    "McNemar; sign test on --samples fractions), p Holm-corrected over all neighbouring pairs: "
+    "> significantly ahead (Holm p < 0.05), ≈ not significant, < significantly behind on the shared "
+    "queries, n/a untestable (reason given)"
 )
 
 
@@ -257,7 +368,7 @@ def render_leaderboard_html(board: Leaderboard) -> str:
             board=board,
             header=header,
             rows=rows,
-            caption=CAPTION,
+            caption=f"{CAPTION}. {LEGEND}",
             details=details,
             csp="default-src 'none'; style-src 'unsafe-inline'",
         )

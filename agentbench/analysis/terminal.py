@@ -20,7 +20,7 @@ from ..pipeline.records import RunRecord
 from ..retrieval.rerank.consensus import ConsensusStats
 from ..retrieval.rerank.visible import VisibleTestsStats
 from ..retrieval.results import RetrievalResult
-from .leaderboard import CAPTION, Leaderboard, table_rows
+from .leaderboard import CAPTION, LEGEND, Leaderboard, table_rows
 from .passk import SamplesSummary
 from .plots import propagation_counts
 from .report import agent_rows, attribution_rows, condition_rows, propagation_rows
@@ -321,7 +321,8 @@ def print_run_details(
 
 
 def print_leaderboard(board: Leaderboard, console: Console | None = None) -> None:
-    """The leaderboard, ranked; a row whose difference from the baseline has p < 0.05 in bold."""
+    """The leaderboard, ranked; a row whose difference from the baseline has p < 0.05 in bold; the last
+    column marks whether each rank is significantly better than the next (Holm-corrected)."""
     from rich import box
 
     console = console or Console()
@@ -330,11 +331,12 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None) -> Non
         title=f"leaderboard on {board.pool} ({board.n_queries} queries), baseline #{b['index']} "
         f"{b['agent']} + {b['retriever']}",
         box=box.SIMPLE_HEAD,
-        caption=CAPTION,
+        caption=f"{CAPTION}\n{LEGEND}",
     )
     header, rows = table_rows(board)
+    text = (2, 3, len(header) - 1)  # agent, retriever and the vs-next mark (an n/a gives its reason)
     for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i in (2, 3) else "right", no_wrap=i not in (2, 3))
+        table.add_column(col, justify="left" if i in text else "right", no_wrap=i not in text)
     for r, cells in zip(board.rows, rows, strict=True):
         d = (r.vs_baseline or {}).get(board.primary_metric) or {}
         significant = d.get("p_value") is not None and d["p_value"] < 0.05

@@ -96,7 +96,10 @@ def _interval(ci: list | None) -> str:
 
 
 def _p(x: float | None) -> str:
-    return "-" if x is None else f"p={x:.3g}"
+    """The summary keeps p-values to 4 decimals, so a 0 there is below 0.0001, never an exact 0."""
+    if x is None:
+        return "-"
+    return "p<0.0001" if x < 0.0001 else f"p={x:.3g}"
 
 
 def _count_cell(c: CountEffect) -> str:

@@ -10,7 +10,7 @@ importing its parent package (every package with an eager ``__init__`` would oth
 
 Layers, top to bottom (a module may import its own layer and the layers below it, never one above)::
 
-    cli (and agentbench/__init__, __main__) -> api -> analysis -> pipeline -> retrieval
+    cli (and agentbench/__init__, __main__, the pytest plugin) -> api -> analysis -> pipeline -> retrieval
         -> pools | agent -> llm | execution -> base modules
 
 Layers separated by ``|`` sit side by side and must not import each other: pools and agent (the task
@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Which modules belong to a layer: the module itself and everything under it (for ``agentbench`` itself,
 # the top-level package's ``__init__``, only the module).
 LAYER_ROOTS: dict[str, tuple[str, ...]] = {
-    "cli": ("agentbench", "agentbench.__main__", "agentbench.cli"),
+    "cli": ("agentbench", "agentbench.__main__", "agentbench.cli", "agentbench.pytest_plugin"),
     "api": ("agentbench.api", "agentbench.schemas"),
     "analysis": ("agentbench.analysis",),
     "pipeline": ("agentbench.pipeline",),

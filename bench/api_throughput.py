@@ -16,8 +16,8 @@ embedding and execution caches (so retrieval scoring is warm) and an empty LLM-r
 3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
    (``generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
    apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
-   depend on the API. The LiteLLM calls go to worker processes as ``--llm-processes`` (default: auto,
-   2 at ``--concurrency 64`` on two cores) says;
+   depend on the API. The LiteLLM calls go to worker processes as ``--llm-processes`` (default 2
+   here; a run's default is 0, every call in its own process) says;
 4. ``inproc``: the same stage with ``--llm-processes 0`` (every call in this process), for comparison.
 
 Then a baseline in the same run: the raw OpenAI SDK (``AsyncOpenAI``, the same concurrency, its own
@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--sandbox", default="auto")
     parser.add_argument("--skip-cli", action="store_true", help="only the in-process stage run")
     parser.add_argument(
-        "--llm-processes", type=int, default=None, help="worker processes for the calls (default: auto)"
+        "--llm-processes", type=int, default=2, help="worker processes for the calls (default: 2)"
     )
     parser.add_argument(
         "--skip-in-process", action="store_true", help="no comparison stage with --llm-processes 0"

@@ -19,7 +19,7 @@ import pytest
 
 from agentbench.errors import ModelError
 from agentbench.llm import LLMClient
-from agentbench.llm.processes import LLMProcessPool, WireLimit, auto_processes, process_pool
+from agentbench.llm.processes import LLMProcessPool, WireLimit, process_pool
 
 from .conftest import ROOT, run_cli
 
@@ -320,10 +320,14 @@ def test_in_process_providers_never_go_to_workers() -> None:
     assert not in_process_provider("openai/gpt-4o") and not in_process_provider("gpt-4o")
 
 
-def test_auto_processes() -> None:
-    assert auto_processes(4, cores=8) == 0 and auto_processes(15, cores=8) == 0
-    assert auto_processes(16, cores=8) == 1 and auto_processes(64, cores=8) == 2
-    assert auto_processes(64, cores=1) == 1 and auto_processes(1000, cores=4) == 4
+def test_a_run_makes_its_calls_in_its_own_process_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers are opt-in: at a 2 s latency they gain 2% (docs/scaling-api.md)."""
+    from agentbench.pipeline import RunConfig
+    from agentbench.pipeline.evaluate import _make_agent
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the model check wants a key; nothing is sent
+    _, client = _make_agent(RunConfig(llm="openai/gpt-4o-mini", concurrency=64), None, None)
+    assert client is not None and client.processes == 0 and client._pool is None
 
 
 def test_run_with_worker_processes_equals_run_without(tmp_path: Path) -> None:

@@ -33,7 +33,6 @@ __all__ = [
     "LLMProcessPool",
     "RemoteCallError",
     "WireLimit",
-    "auto_processes",
     "process_pool",
     "usable_cores",
 ]
@@ -77,16 +76,6 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-def auto_processes(concurrency: int, cores: int | None = None) -> int:
-    """Worker processes for API calls when the user did not choose: none below 16 requests in flight
-    (one process keeps up), else one per 32 in flight, at most one per core."""
-    if cores is None:
-        cores = usable_cores()
-    if concurrency < 16:
-        return 0
-    return max(1, min(cores, concurrency // 32))
 
 
 class _Worker:

@@ -37,13 +37,29 @@ from .base import INFRA, JOB_MEMORY_MB, OUTPUT_LIMIT, ExecResult, Executor, Job,
 from .container_worker import START_TIMEOUT, _Lost, _Worker
 from .engine import connect, require_image
 
-__all__ = ["DockerExecutor", "LABEL"]
+__all__ = ["DockerExecutor", "LABEL", "docker_config_key"]
 
 LABEL = "agentbench.sandbox"
 GRACE = 10.0  # seconds a worker may take beyond the job's own wall-clock limit (cleanup, scheduling)
 SLOW_AFTER = 1.0  # seconds after which a running job no longer counts against the worker budget
 
 _live: weakref.WeakSet[DockerExecutor] = weakref.WeakSet()
+
+MEMORY_MB = JOB_MEMORY_MB + 512
+CPUS = 1.0
+PIDS = 64
+
+
+def docker_config_key(
+    image: str,
+    memory_mb: int = MEMORY_MB,
+    job_memory_mb: int = JOB_MEMORY_MB,
+    cpus: float = CPUS,
+    pids: int = PIDS,
+) -> str:
+    """:meth:`DockerExecutor.config_key` without an engine (the default executor's with the defaults):
+    what the shipped verdicts (:mod:`.bundled`) are checked against."""
+    return f"docker:{image}:mem={memory_mb}:jobmem={job_memory_mb}:cpus={cpus:g}:pids={pids}"
 
 
 class DockerExecutor(Executor):
@@ -55,10 +71,10 @@ class DockerExecutor(Executor):
         self,
         workers: int | None = None,
         image: str | None = None,
-        memory_mb: int = JOB_MEMORY_MB + 512,
+        memory_mb: int = MEMORY_MB,
         job_memory_mb: int = JOB_MEMORY_MB,
-        cpus: float = 1.0,
-        pids: int = 64,
+        cpus: float = CPUS,
+        pids: int = PIDS,
         output_limit: int = OUTPUT_LIMIT,
         hang_grace: float = GRACE,
         overflow: int | None = None,
@@ -94,7 +110,7 @@ class DockerExecutor(Executor):
         _live.add(self)
 
     def config_key(self) -> str:
-        return f"docker:{self.image}:mem={self.memory_mb}:jobmem={self.job_memory_mb}:cpus={self.cpus:g}:pids={self.pids}"
+        return docker_config_key(self.image, self.memory_mb, self.job_memory_mb, self.cpus, self.pids)
 
     def describe(self) -> str:
         extra = f" (+{self.overflow} while jobs run long)" if self.overflow else ""

@@ -3,7 +3,8 @@
 Where: :func:`cache_dir` is ``$AGENTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/agentbench``, else
 ``~/.cache/agentbench``. Everything agentbench caches lives below it: one sub-directory per store
 (:data:`EXECUTIONS` for sandbox verdicts, :data:`EMBEDDINGS` for vectors, :data:`LLM_RESPONSES` for
-completions), plus the local model weights in ``models/`` and the sandbox image tarball in ``sandbox/``.
+completions, :data:`RETRIEVALS` for runs' retrieval-stage results), plus the local model weights in
+``models/`` and the sandbox image tarball in ``sandbox/``.
 
 How: each store is a :class:`JSONCache`, a ``diskcache.Cache`` (SQLite in WAL mode plus, for values over
 32 KiB, one file per value) whose keys and values are JSON text, never pickles; a stored row that is not
@@ -45,6 +46,7 @@ __all__ = [
     "EMBEDDINGS",
     "EXECUTIONS",
     "LLM_RESPONSES",
+    "RETRIEVALS",
     "JSONCache",
     "Key",
     "cache_dir",
@@ -58,6 +60,7 @@ log = logging.getLogger("agentbench.cache")
 EXECUTIONS = "executions"
 EMBEDDINGS = "embeddings"
 LLM_RESPONSES = "llm-responses"
+RETRIEVALS = "retrievals"
 
 Key = str | tuple[str, ...]
 """A cache key: a string, or a tuple of strings (stored as a JSON array, read back as a tuple)."""

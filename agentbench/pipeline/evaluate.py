@@ -28,7 +28,10 @@ from ..llm import LLMClient
 from ..pools import Pool, load_pool
 from ..pools.split import HeldOutSplit
 from ..retrieval import evaluate_retrieval
+from ..retrieval.embedders import build_embedder
+from ..retrieval.evaluate import N_RESAMPLES
 from ..retrieval.results import RetrievalResult
+from ..retrieval.stagecache import cached_retrieval, stage_key
 from ..retrieval.store import check_server
 from .conditions import get_condition, uses_tools
 from .config import RunConfig
@@ -197,17 +200,8 @@ def _run_in(
     )
     with sandbox as executor:
         if retrieval is None:
-            retrieval = evaluate_retrieval(
-                pool,
-                config.embedder_spec,
-                executor,
-                config.retrieval_settings(),
-                retriever=retriever,
-                retriever_name=retriever_name,
-                exec_cache=exec_cache,
-                progress=show_progress,
-                rerank=reranking,
-                split=None if reranking else split,
+            retrieval = _retrieve(
+                pool, config, executor, exec_cache, retriever, retriever_name, split, show_progress
             )
         directory.write_retrieval(retrieval)
         tools = RunTools(pool, config, executor, exec_cache, split, retriever) if tooled and split else None
@@ -227,6 +221,42 @@ def _run_in(
     order = {it.key: i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     return RunResult(directory, config, records, retrieval, llm_stats=_llm_stats(client, the_agent))
+
+
+def _retrieve(
+    pool: Pool,
+    config: RunConfig,
+    executor: Executor,
+    exec_cache: ExecCache,
+    retriever: object | None,
+    retriever_name: str | None,
+    split: HeldOutSplit | None,
+    show_progress: bool,
+) -> RetrievalResult:
+    """The retrieval stage: from the retrieval cache when its key matches (see
+    :mod:`agentbench.retrieval.stagecache`), else evaluated (and stored there)."""
+    reranking = config.reranking()
+    settings = config.retrieval_settings()
+    cacheable = retriever is None and reranking is None and not config.chroma_url
+    # built, not checked: its key needs no model, and a hit needs none at all (a miss checks it)
+    embedder = build_embedder(config.embedder_spec) if retriever is None else None
+    key = stage_key(pool, embedder, executor, settings, split, N_RESAMPLES) if cacheable else None
+
+    def compute() -> RetrievalResult:
+        return evaluate_retrieval(
+            pool,
+            embedder,
+            executor,
+            settings,
+            retriever=retriever,
+            retriever_name=retriever_name,
+            exec_cache=exec_cache,
+            progress=show_progress,
+            rerank=reranking,
+            split=None if reranking else split,
+        )
+
+    return cached_retrieval(key, compute)
 
 
 def _resumable(directory: RunDirectory) -> dict[RecordKey, RunRecord]:

@@ -45,9 +45,13 @@ from .results import (
 from .search import Hit, Searcher, open_searcher
 from .settings import RetrievalSettings
 
-__all__ = ["evaluate_retrieval", "RESULTS_VERSION", "TOP_RESULTS"]
+__all__ = ["evaluate_retrieval", "checked_embedder", "N_RESAMPLES", "RESULTS_VERSION", "TOP_RESULTS"]
 
 TOP_RESULTS = 10  # per query in the results file, as in the paper
+
+
+N_RESAMPLES = 5000
+"""Bootstrap resamples of the exec@k intervals."""
 
 
 def _own_scores(searcher: Searcher, queries: list[Query]) -> list[dict[str, float]]:
@@ -108,7 +112,7 @@ def evaluate_retrieval(
     retriever_name: str | None = None,
     exec_cache: ExecCache | None = None,
     embed_cache: EmbeddingCache | None = None,
-    n_resamples: int = 5000,
+    n_resamples: int = N_RESAMPLES,
     progress: bool = True,
     rerank: Reranking | None = None,
     split: HeldOutSplit | None = None,
@@ -131,7 +135,7 @@ def evaluate_retrieval(
     if not pool.queries or not pool.corpus:
         raise PoolError(f"pool {pool.name} has no queries or no snippets to retrieve")
     depth = max(TOP_RESULTS, settings.cutoffs[-1], rerank.k if rerank is not None else 0)
-    embedder = _checked_embedder(embedder_spec) if retriever is None else None
+    embedder = checked_embedder(embedder_spec) if retriever is None else None
     own_cache = None
     if isinstance(embedder, DenseEmbedder) and embed_cache is None and embedder.cache is None:
         own_cache = embed_cache = EmbeddingCache()
@@ -179,7 +183,7 @@ def evaluate_retrieval(
     )
 
 
-def _checked_embedder(embedder_spec: str | EmbedderSpec | Embedder | None) -> Embedder:
+def checked_embedder(embedder_spec: str | EmbedderSpec | Embedder | None) -> Embedder:
     """The embedder ``embedder_spec`` names, its prerequisites checked (a ConfigError before any work)."""
     if embedder_spec is None:
         raise ConfigError("no embedder and no retriever given")

@@ -74,7 +74,12 @@ def parse_gate(fail_under: list[str] | None, fail_over: list[str] | None, max_dr
 
 
 def parse_paired(non_inferior: list[str] | None, superior: list[str] | None) -> list:
-    """``--non-inferior`` and ``--superior`` specs as MarginSpecs (exit 2 for a malformed one)."""
+    """``--non-inferior`` and ``--superior`` specs as MarginSpecs (exit 2 for a malformed one).
+
+    Without either flag nothing is imported: the gates' module pulls in the analysis stage, which a run
+    needs only after its generation stage."""
+    if not non_inferior and not superior:
+        return []
     from ..analysis.noninferiority import parse_margins
 
     return parse_margins(non_inferior, "non_inferior") + parse_margins(superior, "superior")
@@ -116,9 +121,9 @@ def warn_query_counts(run: object, base: object) -> None:
 
 def precheck(config, thresholds: list) -> None:
     """Before `agentbench run` does any work: thresholds must name conditions the run will evaluate."""
-    from ..analysis.gate import check_available
-
     if thresholds:
+        from ..analysis.gate import check_available
+
         check_available(thresholds, config.conditions)
 
 

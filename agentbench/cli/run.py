@@ -256,10 +256,8 @@ def _run_single(
 ) -> None:
     """One run: check the gate's thresholds (and the ``paired`` gates' specs and baseline directory) against
     the config (exit 2 before any work), evaluate, print the summary (or summary.json), then fail on too many
-    errors and enforce the gate (exit 1)."""
-    from ..analysis.compare import load_run
-    from ..analysis.noninferiority import check_conditions, gate_runs
-    from ..analysis.terminal import print_rerank, print_summary
+    errors and enforce the gate (exit 1). The analysis stage is imported only where it is used, so that
+    it costs nothing before the first LLM call."""
     from ..api import evaluate_config
     from ..pipeline.outage import check_error_rate
 
@@ -267,10 +265,14 @@ def _run_single(
     specs, baseline, allow_inconclusive = paired or ([], None, False)
     base = None
     if specs:  # the baseline directory and the gates' conditions are checked before any work
+        from ..analysis.noninferiority import check_conditions
+
         base = load_baseline(config.run_dir or "the run", config.pool, baseline)
         check_conditions(specs, config.conditions)
         check_conditions(specs, base.config.conditions, f"the baseline {baseline}")
     result = evaluate_config(config, show_progress=not as_json)
+    from ..analysis.terminal import print_rerank, print_summary
+
     if as_json:
         typer.echo(json.dumps(result.summary.to_json_dict(), indent=2))
     else:
@@ -280,6 +282,9 @@ def _run_single(
     check_error_rate(result.records, config.max_error_rate, result.run_dir)
     results = None
     if base is not None:
+        from ..analysis.compare import load_run
+        from ..analysis.noninferiority import gate_runs
+
         run = load_run(result.run_dir)
         check_scoring(result.run_dir, run.retrieval, base)
         results = gate_runs(run, base, specs, allow_inconclusive=allow_inconclusive)

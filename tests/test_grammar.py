@@ -28,6 +28,8 @@ VALID = [
     call("run_tests", {"code": CODE}),
     call("submit", {"code": CODE}),
     call("submit", {"code": "import bisect\nfrom typing import List\n" + CODE}),
+    call("submit", {"code": "import re\n" * 12 + CODE}),
+    "```python\n" + "from typing import *\n" * 12 + CODE + "```",
     call("search_code", {"query": "merge overlapping intervals"}),
     call("search_code", {"query": "merge overlapping intervals", "k": 3}),
     call("search_code", {"query": 'quote " and \\ and \u00e9 and \t tab'}),
@@ -58,6 +60,8 @@ ADVERSARIAL = {
     "two code blocks": "```python\n" + CODE + "```\n```python\n" + CODE + "```",
     "answer without the function": "```python\ndef other(x):\n    return x\n```",
     "bare code": CODE,
+    "imports looping past the limit": "```python\n" + "from typing import *\n" * 13 + CODE + "```",
+    "imports looping past the limit in a call": call("submit", {"code": "import re\n" * 13 + CODE}),
     "empty reply": "",
 }
 

@@ -51,6 +51,7 @@ __all__ = [
     "BUNDLED_DIR",
     "KINDS",
     "REGENERATE",
+    "SHIPPED_POOLS",
 ]
 
 log = logging.getLogger("agentbench.retrieval.bundled")
@@ -58,6 +59,10 @@ log = logging.getLogger("agentbench.retrieval.bundled")
 BUNDLED_DIR = Path(__file__).parent
 KINDS: tuple[Kind, ...] = ("document", "query")
 REGENERATE = "python -m agentbench.retrieval.bundled"
+SHIPPED_POOLS: tuple[str, ...] = ("humaneval",)
+"""The bundled pools whose vectors ship. Not core: its 6,023 float32 vectors take 9.5 MB (7.4 MB compressed
+losslessly), over the repository's 5 MB limit per file, and float16 or int8 copies change rankings (see
+docs/retrieval.md), so core is embedded on first use and served from the embedding cache after that."""
 FORMAT = 1
 _WARNED: set[str] = set()
 _LOADED: dict[tuple[str, int, int], ShippedVectors | None] = {}
@@ -204,8 +209,8 @@ def bundled_name(pool: Pool) -> str | None:
         where = os.path.realpath(pool.path)
     except (TypeError, ValueError):
         return None
-    for name, directory in BUNDLED_POOLS.items():
-        if where == os.path.realpath(directory):
+    for name in SHIPPED_POOLS:
+        if where == os.path.realpath(BUNDLED_POOLS[name]):
             return name
     return None
 
@@ -222,7 +227,7 @@ def for_embedder(embedder: Embedder) -> VectorSource | None:
     """Every bundled pool's shipped vectors that ``embedder`` may use (the checks of :func:`for_pool`),
     for code that embeds a bundled pool's texts without its :class:`Pool`, such as a ``--retriever``
     plug-in given only the corpus; rows match by the text's sha256, so other texts are embedded."""
-    parts = [found for name in BUNDLED_POOLS if (found := _matching(name, embedder)) is not None]
+    parts = [found for name in SHIPPED_POOLS if (found := _matching(name, embedder)) is not None]
     return _Union(parts) if parts else None
 
 

@@ -6,21 +6,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ...pools.io import BUNDLED_POOLS
+from . import SHIPPED_POOLS
 from .build import build, problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentbench.retrieval.bundled", description=__doc__)
     parser.add_argument(
-        "--pool", action="append", choices=sorted(BUNDLED_POOLS), help="default: every bundled pool"
+        "--pool",
+        action="append",
+        choices=sorted(SHIPPED_POOLS),
+        help="default: every pool whose vectors ship",
     )
     parser.add_argument(
         "--check", action="store_true", help="only check that the files cover the pools (exit 1 if not)"
     )
     args = parser.parse_args(argv)
     failed = False
-    for name in args.pool or list(BUNDLED_POOLS):
+    for name in args.pool or list(SHIPPED_POOLS):
         if args.check:
             found = problems(name)
             failed |= bool(found)

@@ -191,11 +191,12 @@ class _Scripted:
 @pytest.mark.parametrize(
     ("budget", "prompt_tokens", "labels"),
     [
-        ({"max_turns": 3}, 100, ["reply", "reply", "final"]),
-        ({"max_tool_calls": 2}, 100, ["reply", "final"]),
+        ({"max_turns": 3}, 100, ["test_first", "reply", "final"]),
+        ({"max_tool_calls": 2}, 100, ["test_first", "final"]),
         ({"max_turns": 1}, 100, ["final"]),
         # 1000 + 1000 used, the next reply expected at 1250: 3000 would be passed by the third
-        ({"max_tokens": 3000}, 980, ["reply", "reply", "final"]),
+        ({"max_tokens": 3000}, 980, ["test_first", "reply", "final"]),
+        ({"max_turns": 3, "test_first": False}, 100, ["reply", "reply", "final"]),
     ],
 )
 def test_the_budgets_last_reply_is_decoded_under_the_final_grammar(
@@ -217,3 +218,77 @@ def test_the_budgets_last_reply_is_decoded_under_the_final_grammar(
     assert [g == final for g in llm.grammars] == [label == "final" for label in labels]
     assert out.stats["constrained"] and out.stats["protocol"] == "text" and out.code == CODE.strip()
     assert out.stats["submitted"] and out.stats["budget_exhausted"] is None
+
+
+def test_before_the_tests_have_run_a_reply_may_only_search_or_test() -> None:
+    first = reply_grammar(TOOL_SCHEMAS, FN, ("search_code", "run_tests"), answer=False)
+    assert first.accepts(call("run_tests", {"code": CODE}))
+    assert first.accepts(call("search_code", {"query": "merge intervals"}))
+    assert not first.accepts("```python\n" + CODE + "```")  # no answer before a test run
+    assert not first.accepts(call("submit", {"code": CODE}))
+    assert "```python" not in first.gbnf and "submit" not in first.gbnf
+
+
+class _Eager:
+    """A stand-in (plumbing only) for a model that answers at once, then tests, then answers again."""
+
+    is_local = False
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[dict]] = []
+
+    async def complete(self, messages, tools=None, grammar=None):
+        from agentbench.llm.client import LLMResult
+
+        self.seen.append([dict(m) for m in messages])
+        return LLMResult(model="x", text=self.replies.pop(0), prompt_tokens=10, completion_tokens=5)
+
+
+ANSWER = "```python\n" + CODE + "```"
+
+
+def _eager_run(replies: list[str], visible: tuple[str, ...] = ("assert True",), **budget):
+    import asyncio
+
+    from agentbench.agent.loop import run_tool_loop
+    from agentbench.agent.protocol import TextProtocol
+    from agentbench.agent.tools import Budget, TestOutcome, Tools
+
+    ran: list[str] = []
+
+    def run_tests(code: str) -> list[TestOutcome]:
+        ran.append(code)
+        return [TestOutcome(t, "pass") for t in visible]
+
+    llm = _Eager(replies)
+    tools = Tools(lambda q, k: [], run_tests, visible)
+    messages = [{"role": "user", "content": "write merge_intervals"}]
+    out = asyncio.run(run_tool_loop(llm, messages, tools, FN, Budget(**budget), TextProtocol()))
+    return out, ran, llm
+
+
+def test_an_answer_before_any_test_run_is_refused_and_the_tests_come_first() -> None:
+    out, ran, llm = _eager_run(
+        [ANSWER, call("submit", {"code": CODE}), call("run_tests", {"code": CODE}), ANSWER]
+    )
+    assert out.stats["refused_untested"] == 2 and out.stats["test_runs"] == 1 and out.stats["submitted"]
+    assert ran == [CODE.strip()] and out.code == CODE.strip() and out.stats["turns"] == 4
+    assert "before you submit" in llm.seen[0][0]["content"]  # the rule is stated up front
+    notes = [s for s in out.trajectory if s["type"] == "user"]
+    assert len(notes) == 1 and "run_tests" in notes[0]["content"]
+    refused = [s for s in out.trajectory if s["type"] == "tool" and s["name"] == "submit"]
+    assert refused[0]["result"].startswith("not submitted") and refused[0]["valid"]
+
+
+@pytest.mark.parametrize(
+    ("visible", "budget"),
+    [(("assert True",), {"test_first": False}), ((), {}), (("assert True",), {"max_turns": 1})],
+    ids=["rule off", "no visible tests", "last reply the budget allows"],
+)
+def test_an_immediate_answer_is_taken_where_the_rule_does_not_apply(visible, budget) -> None:
+    out, ran, llm = _eager_run([ANSWER], visible, **budget)
+    assert out.stats["submitted"] and out.stats["refused_untested"] == 0 and ran == []
+    assert out.code == CODE.strip() and out.stats["turns"] == 1
+    stated = "before you submit" in llm.seen[0][0]["content"]
+    assert stated == (bool(visible) and "test_first" not in budget)

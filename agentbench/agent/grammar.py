@@ -249,15 +249,20 @@ def _compiled(regex: str) -> re.Pattern[str]:
 
 
 def reply_grammar(
-    schemas: Sequence[dict[str, Any]], function_name: str, tools: Sequence[str] | None = None
+    schemas: Sequence[dict[str, Any]],
+    function_name: str,
+    tools: Sequence[str] | None = None,
+    answer: bool = True,
 ) -> ReplyGrammar:
-    """The grammar of one reply: a call to one of ``tools`` (default: every tool in ``schemas``) or a
-    final answer defining ``function_name``."""
+    """The grammar of one reply: a call to one of ``tools`` (default: every tool in ``schemas``) or, if
+    ``answer``, a final answer defining ``function_name``."""
     if not function_name.isidentifier():
         raise GrammarError(f"function name {function_name!r} is not a Python identifier")
     offered = [s for s in schemas if tools is None or s.get("function", s).get("name") in tools]
     calls = [_call(s, function_name) for s in offered]
-    reply = _alt(*calls, _answer(function_name))
+    if not calls and not answer:
+        raise GrammarError("a reply grammar needs a tool to call or a final answer")
+    reply = _alt(*calls, *([_answer(function_name)] if answer else []))
     names = tuple(s.get("function", s)["name"] for s in offered)
     return ReplyGrammar(gbnf=f"root ::= {reply.gbnf}\n", regex=reply.regex, tools=names)
 

@@ -2,7 +2,9 @@
 
 The model is prompted with the condition's template plus the tools, then alternates replies and tool
 results until it submits, answers with a function and no call, or runs out of budget (:class:`.Budget`;
-it is then scored on the last code it wrote, tested or submitted). Every step is recorded with its tokens.
+it is then scored on the last code it wrote, tested or submitted). Under the test-first rule
+(:attr:`.Budget.test_first`, the default) an answer or a submit before the first ``run_tests`` is refused
+with a note; a grammar-constrained model cannot even write one. Every step is recorded with its tokens.
 Each reply comes from the LLM response cache when the same conversation was seen before, and tool results
 are deterministic (exact search, cached sandbox verdicts), so a rerun replays the whole trajectory with
 zero LLM calls.
@@ -19,7 +21,16 @@ from typing import Any
 from ..llm.client import LLMClient
 from .extract import extract_code
 from .protocol import ToolProtocol, Turn
-from .tools import MAX_K, TOOL_NAMES, Budget, ParsedCall, Tools, format_search, format_tests
+from .tools import (
+    MAX_K,
+    TEST_FIRST_RULE,
+    TOOL_NAMES,
+    Budget,
+    ParsedCall,
+    Tools,
+    format_search,
+    format_tests,
+)
 
 __all__ = ["LoopResult", "run_tool_loop"]
 
@@ -72,6 +83,8 @@ class _Counters:
     searches: int = 0
     test_runs: int = 0
     searches_after_failing_tests: int = 0
+    refused_untested: int = 0
+    """answers and submits refused by the test-first rule (before any run_tests)"""
     submitted: bool = False
     budget_exhausted: str | None = None
     tests_failed: bool = False
@@ -126,7 +139,8 @@ async def run_tool_loop(
     """Replies and tool results until the model submits, answers with the function and no call, or a
     budget runs out; ``protocol`` says how calls travel (:mod:`.protocol`)."""
     started = time.perf_counter()
-    messages = _system_note(messages, protocol.system_note(tools.visible_tests))
+    messages = _system_note(messages, protocol.system_note(tools.visible_tests, budget.test_first))
+    test_first = budget.test_first and bool(tools.visible_tests)
     out = LoopResult(messages=messages)
     n = _Counters()
     last_code = ""
@@ -135,7 +149,9 @@ async def run_tool_loop(
         n.budget_exhausted = n.spent(budget, used, time.perf_counter() - started)
         if n.budget_exhausted:
             break
-        turn = await protocol.ask(llm, messages, function_name, n.last_reply(budget, used))
+        final = n.last_reply(budget, used)
+        must_test = test_first and n.test_runs == 0 and not final
+        turn = await protocol.ask(llm, messages, function_name, final, must_test)
         n.turns += 1
         if not turn.result.ok:
             if n.turns > 1 and "ContextWindowExceeded" in (turn.result.error or ""):
@@ -148,11 +164,15 @@ async def run_tool_loop(
         messages.append(protocol.assistant_message(turn))
         if not turn.calls:
             n.replies_without_call += 1
-            if code := extract_code(turn.result.text, function_name):  # a plain answer: the submission
+            code = extract_code(turn.result.text, function_name)
+            if code and not must_test:  # a plain answer: the submission
                 last_code, n.submitted = code, True
                 break
-            messages.append({"role": "user", "content": protocol.nudge})
-            out.trajectory.append({"type": "user", "content": protocol.nudge})
+            last_code = code or last_code
+            n.refused_untested += bool(code)
+            nudge = protocol.test_nudge if code else protocol.nudge
+            messages.append({"role": "user", "content": nudge})
+            out.trajectory.append({"type": "user", "content": nudge})
             continue
         replies: list[tuple[str, str, str]] = []  # (id, name, text)
         for call, call_id in zip(turn.calls, turn.ids, strict=True):
@@ -160,7 +180,8 @@ async def run_tool_loop(
                 n.budget_exhausted = "tool_calls"
                 break
             n.tool_calls += 1
-            text, code, valid = await _run_tool(call, tools, function_name, n)
+            untested = test_first and n.test_runs == 0 and not final  # a run_tests earlier in the turn counts
+            text, code, valid = await _run_tool(call, tools, function_name, n, untested)
             last_code = code or last_code
             n.valid_tool_calls += valid
             n.invalid_tool_calls += not valid
@@ -170,7 +191,7 @@ async def run_tool_loop(
                 {"type": "tool", "name": name, "arguments": call.raw, "result": text, "valid": valid}
             )
             replies.append((call_id, call.name, text))
-            if call.name == "submit" and valid:
+            if call.name == "submit" and valid and not untested:
                 n.submitted = True
                 break
         messages.extend(protocol.result_messages(turn, replies))
@@ -188,9 +209,10 @@ def _code_arg(call: ParsedCall, function_name: str) -> str | None:
 
 
 async def _run_tool(
-    call: ParsedCall, tools: Tools, function_name: str, n: _Counters
+    call: ParsedCall, tools: Tools, function_name: str, n: _Counters, must_test: bool = False
 ) -> tuple[str, str, bool]:
-    """(result text, code the call carried, whether the call was valid). Tool failures become text."""
+    """(result text, code the call carried, whether the call was valid). Tool failures become text;
+    ``must_test``: a submit is refused (the test-first rule), its code kept as the last written."""
     if call.name not in TOOL_NAMES:
         known = ", ".join(TOOL_NAMES)
         what = f"unknown tool {call.name!r}" if call.name else "the call is not valid JSON"
@@ -220,6 +242,9 @@ async def _run_tool(
             outcomes = await asyncio.to_thread(tools.run_tests_fn, code)
             n.tests_failed = n.tests_failed or any(o.outcome != "pass" for o in outcomes)
             return format_tests(outcomes), code, True
+        if must_test:
+            n.refused_untested += 1
+            return f"not submitted: {TEST_FIRST_RULE}", code, True
         return "submitted", code, True
     except Exception as exc:  # a tool that fails is the model's to see, never the run's end
         return f"error: {type(exc).__name__}: {json.dumps(str(exc))[1:-1]}", "", True

@@ -19,7 +19,15 @@ from typing import Any
 
 from ..llm.client import LLMClient, LLMResult
 from .grammar import reply_grammar
-from .tools import TOOL_SCHEMAS, ParsedCall, parse_native_arguments, parse_text_calls, text_protocol
+from .tools import (
+    TEST_FIRST_RULE,
+    TOOL_SCHEMAS,
+    ParsedCall,
+    final_instruction,
+    parse_native_arguments,
+    parse_text_calls,
+    text_protocol,
+)
 
 __all__ = ["NativeProtocol", "TextProtocol", "ToolProtocol", "Turn", "protocol_for"]
 
@@ -27,11 +35,15 @@ NUDGE = (
     "Use the tools: call run_tests to check a function against the visible tests, search_code to look for "
     "code, and submit with your final function."
 )
-TEXT_NUDGE = NUDGE + (
+CALL_FORMAT = (
     ' Write each call as <tool_call>\n{"name": "run_tests", "arguments": {"code": "def ..."}}\n</tool_call>'
 )
+TEXT_NUDGE = NUDGE + CALL_FORMAT
+TEST_NUDGE = TEST_FIRST_RULE + " Call run_tests with your function now."
 FINAL_TOOLS = ("submit",)
 """What the last reply a budget allows may call (besides answering with a code block)."""
+CHECK_TOOLS = ("search_code", "run_tests")
+"""What a reply may call before the visible tests have run under the test-first rule (no answer either)."""
 
 
 @dataclass
@@ -43,20 +55,30 @@ class Turn:
     ids: list[str]
     native: bool
     grammar: str | None = None
-    """which grammar constrained the reply: ``reply`` (any tool or an answer), ``final``, or None"""
+    """which grammar constrained the reply: ``reply`` (any tool or an answer), ``final`` (submit or an
+    answer), ``test_first`` (search_code or run_tests), or None"""
 
 
 class ToolProtocol:
     name = "text"
     nudge = TEXT_NUDGE
+    test_nudge = TEST_NUDGE + CALL_FORMAT
+    """the reply to an answer or a submit the test-first rule refuses"""
 
-    def system_note(self, visible_tests: Sequence[str]) -> str:
-        return text_protocol(visible_tests)
+    def system_note(self, visible_tests: Sequence[str], test_first: bool = False) -> str:
+        return text_protocol(visible_tests, test_first)
 
     async def ask(
-        self, llm: LLMClient, messages: list[dict[str, Any]], function_name: str, final: bool
+        self,
+        llm: LLMClient,
+        messages: list[dict[str, Any]],
+        function_name: str,
+        final: bool,
+        must_test: bool = False,
     ) -> Turn:
-        """The model's next reply. ``final``: the budget allows no reply after this one."""
+        """The model's next reply. ``final``: the budget allows no reply after this one; ``must_test``:
+        the test-first rule still forbids an answer or a submit (the loop enforces it where no grammar
+        does)."""
         return self.read(await llm.complete(messages))
 
     def read(self, result: LLMResult, grammar: str | None = None) -> Turn:
@@ -104,13 +126,19 @@ class ToolProtocol:
 class NativeProtocol(ToolProtocol):
     name = "native"
     nudge = NUDGE
+    test_nudge = TEST_NUDGE
 
-    def system_note(self, visible_tests: Sequence[str]) -> str:
+    def system_note(self, visible_tests: Sequence[str], test_first: bool = False) -> str:
         note = "The visible tests run_tests uses are:\n" + "\n".join(visible_tests)
-        return note + "\nCall submit with your final function when you are done."
+        return note + "\n" + final_instruction(test_first and bool(visible_tests))
 
     async def ask(
-        self, llm: LLMClient, messages: list[dict[str, Any]], function_name: str, final: bool
+        self,
+        llm: LLMClient,
+        messages: list[dict[str, Any]],
+        function_name: str,
+        final: bool,
+        must_test: bool = False,
     ) -> Turn:
         return self.read(await llm.complete(messages, TOOL_SCHEMAS))
 
@@ -120,13 +148,24 @@ class TextProtocol(ToolProtocol):
         self.constrained = constrained
 
     async def ask(
-        self, llm: LLMClient, messages: list[dict[str, Any]], function_name: str, final: bool
+        self,
+        llm: LLMClient,
+        messages: list[dict[str, Any]],
+        function_name: str,
+        final: bool,
+        must_test: bool = False,
     ) -> Turn:
         if not self.constrained:
             return self.read(await llm.complete(messages))
-        grammar = reply_grammar(TOOL_SCHEMAS, function_name, FINAL_TOOLS if final else None)
+        if final:
+            kind, grammar = "final", reply_grammar(TOOL_SCHEMAS, function_name, FINAL_TOOLS)
+        elif must_test:
+            kind = "test_first"
+            grammar = reply_grammar(TOOL_SCHEMAS, function_name, CHECK_TOOLS, answer=False)
+        else:
+            kind, grammar = "reply", reply_grammar(TOOL_SCHEMAS, function_name)
         result = await llm.complete(messages, grammar=grammar.gbnf)
-        return self.read(result, "final" if final else "reply")
+        return self.read(result, kind)
 
 
 def protocol_for(llm: LLMClient) -> ToolProtocol:

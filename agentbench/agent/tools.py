@@ -106,6 +106,11 @@ class Budget:
     max_seconds: float | None = None
     """wall time; off by default, because under machine load it would make verdicts depend on the
     machine's speed"""
+    test_first: bool = True
+    """the agent must run the visible tests (``run_tests``) before it may answer or submit: a model that
+    may answer at once usually does (the local 1.5B did in 100 of 100 core tasks, never seeing a test), so
+    the tools would measure nothing. Off for a task without visible tests, and for the last reply a
+    budget allows."""
     # a conversation that outgrows the model's context window ends as budget "context" too
 
 
@@ -184,7 +189,7 @@ class ToolBudgetExhausted(RuntimeError):
     """Raised to a plug-in agent that calls a tool past the run's --max-tool-calls."""
 
 
-def text_protocol(visible_tests: Sequence[str]) -> str:
+def text_protocol(visible_tests: Sequence[str], test_first: bool = False) -> str:
     """The system-prompt section that describes the tools to a model without native function calling."""
     specs = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in TOOL_SCHEMAS)
     return (
@@ -196,8 +201,18 @@ def text_protocol(visible_tests: Sequence[str]) -> str:
         '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
         "Results come back inside <tool_response></tool_response>. The visible tests run_tests uses are:\n"
         + "\n".join(visible_tests)
-        + "\nCall submit with your final function when you are done."
+        + "\n"
+        + final_instruction(test_first and bool(visible_tests))
     )
+
+
+TEST_FIRST_RULE = "Run your function against the visible tests with run_tests before you submit it."
+
+
+def final_instruction(test_first: bool) -> str:
+    """The system prompt's last line on how to finish (with the test-first rule when it applies)."""
+    done = "Call submit with your final function when you are done."
+    return f"{TEST_FIRST_RULE} {done}" if test_first else done
 
 
 @dataclass(frozen=True)

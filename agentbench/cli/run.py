@@ -158,7 +158,7 @@ _SETTINGS = (
     "pool", "conditions", "k", "limit", "sample", "concurrency", "llm_processes", "seed", "prompt",
     "api_base", "max_tokens", "temperature", "samples", "sandbox", "sandbox_workers", "ray", "timeout", "store_dir", "chroma_url",
     "run_dir", "resume", "retry_errors", "max_error_rate", "rerank", "visible_tests", "rerank_k", "tests",
-    "max_turns", "max_tool_calls", "max_agent_tokens", "max_agent_seconds",
+    "max_turns", "max_tool_calls", "max_agent_tokens", "max_agent_seconds", "test_first",
 )  # fmt: skip
 
 
@@ -202,6 +202,9 @@ def run(
     max_agent_seconds: Annotated[float | None, _run_option("max_agent_seconds")] = _RUN_DEFAULTS[
         "max_agent_seconds"
     ],
+    test_first: Annotated[
+        bool, _option("test_first", "--test-first/--no-test-first", fields=_RUN_FIELDS)
+    ] = _RUN_DEFAULTS["test_first"],
     # CI gate options; the logic is agentbench.analysis.gate via cli/check.py
     fail_under: FailUnderOpt = None,
     fail_over: FailOverOpt = None,

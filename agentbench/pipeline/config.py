@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import Field, PrivateAttr, model_serializer, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, model_serializer, model_validator
 
 from ..agent.tools import Budget
 from ..errors import ConfigError
@@ -20,7 +20,7 @@ from ..pools.models import TEST_SETS
 from ..retrieval import DEFAULT_EMBEDDER
 from ..retrieval.embedder_spec import EmbedderSpec
 from ..retrieval.settings import RetrievalSettings
-from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_conditions
+from .conditions import DEFAULT_CONDITIONS, RAG_RERANKED, available, default_conditions, uses_tools
 
 __all__ = ["RunConfig", "RUN_SCHEMA_VERSION", "RAG_RERANKED"]
 
@@ -99,16 +99,23 @@ class RunConfig(RetrievalSettings):
         description="Agent conditions: wall seconds per task (off by default: under load it would make "
         "results depend on the machine's speed).",
     )
+    test_first: bool = Field(
+        True,
+        description="Agent conditions: the agent must run the visible tests (run_tests) before it may "
+        "answer or submit (--no-test-first: it may answer at once).",
+    )
 
     _embedder_spec: EmbedderSpec | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
-    def _normalise(cls, data: Any) -> Any:
+    def _normalise(cls, data: Any, info: ValidationInfo) -> Any:
         """Conditions de-duplicated in order; with --rerank, rag_reranked follows rag."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        if info.context and info.context.get("stored") and "test_first" not in data:
+            data["test_first"] = False  # a run directory from before the rule: its agents answered freely
         for key in ("prompt", "run_dir"):  # Path objects are accepted
             if data.get(key) is not None and not isinstance(data[key], str):
                 data[key] = str(data[key])
@@ -185,6 +192,8 @@ class RunConfig(RetrievalSettings):
         data = handler(self)
         if isinstance(data, dict) and data.get("samples") == 1:
             del data["samples"]
+        if isinstance(data, dict) and not uses_tools(self.conditions):
+            data.pop("test_first", None)  # no agent here: the rule changes nothing, old directories resume
         return data
 
     def validate_values(self) -> RunConfig:
@@ -193,7 +202,13 @@ class RunConfig(RetrievalSettings):
 
     def budget(self) -> Budget:
         """The per-task limits of the tool-using conditions."""
-        return Budget(self.max_turns, self.max_tool_calls, self.max_agent_tokens, self.max_agent_seconds)
+        return Budget(
+            self.max_turns,
+            self.max_tool_calls,
+            self.max_agent_tokens,
+            self.max_agent_seconds,
+            self.test_first,
+        )
 
     @property
     def embedder_spec(self) -> EmbedderSpec:

@@ -203,7 +203,7 @@ class RunDirectory:
     @staticmethod
     def _read_config(config_file: Path, fix: str = "") -> RunConfig:
         try:
-            return RunConfig.model_validate_json(config_file.read_text())
+            return RunConfig.model_validate_json(config_file.read_text(), context={"stored": True})
         except (ValueError, ConfigError) as exc:
             detail = str(exc).splitlines()[0]
             raise ConfigError(

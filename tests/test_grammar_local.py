@@ -123,15 +123,21 @@ def test_constrained_replies_parse_every_time_and_replay_from_the_cache(
     replies, seen = 0, set()
     for generation, budget in zip(first, budgets, strict=True):
         assert generation.error is None and generation.tool_stats["constrained"]
-        steps = [s for s in generation.trajectory if s["type"] == "assistant"]
-        for i, step in enumerate(steps):
-            final = i == budget.max_turns - 1
-            assert step["grammar"] == ("final" if final else "reply")
-            seen.add(step["grammar"])
+        i, tested = 0, False
+        for step in generation.trajectory:
+            if step["type"] == "tool":
+                tested = tested or step["name"] == "run_tests"
+            if step["type"] != "assistant":
+                continue
+            final, i = i == budget.max_turns - 1, i + 1
+            label = "final" if final else ("reply" if tested else "test_first")  # no answer before a test
+            assert step["grammar"] == label
+            seen.add(label)
             if step["completion_tokens"] >= MAX_TOKENS:
                 continue  # cut off by max_tokens: a prefix of the language, not a whole reply
             replies += 1
-            grammar = reply_grammar(TOOL_SCHEMAS, generation.function_name, ("submit",) if final else None)
+            offered = {"final": ("submit",), "test_first": ("search_code", "run_tests"), "reply": None}[label]
+            grammar = reply_grammar(TOOL_SCHEMAS, generation.function_name, offered, label != "test_first")
             assert grammar.accepts(step["content"]), step["content"]
             calls = parse_text_calls(step["content"])
             if calls:  # exactly one call, to an offered tool, with arguments
@@ -141,7 +147,7 @@ def test_constrained_replies_parse_every_time_and_replay_from_the_cache(
                 assert generation.code, step["content"]  # a final answer: its code block is the submission
         stats = generation.tool_stats
         assert stats["invalid_tool_calls"] == 0 and stats["valid_tool_calls"] == stats["tool_calls"]
-    assert replies >= 2 and "final" in seen and "reply" in seen
+    assert replies >= 2 and "final" in seen and "test_first" in seen
     assert client.stats.calls == sum(g.tool_stats["turns"] for g in first)
 
     again_client, again = run()  # a resumed run: every reply from the cache

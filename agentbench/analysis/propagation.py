@@ -154,6 +154,8 @@ def _agent(records: list[RunRecord]) -> dict[str, AgentStats] | None:
             turns_per_task=_mean([s.turns for s in stats if s.turns is not None]),
             searches_per_task=_mean([s.searches for s in stats]),
             test_runs_per_task=_mean([s.test_runs for s in stats]),
+            tasks_running_tests=sum(bool(s.test_runs) for s in stats),
+            refused_untested=sum(s.refused_untested or 0 for s in stats),
             searches_after_failing_tests=sum(s.searches_after_failing_tests for s in stats),
             tasks_searching_after_failing_tests=sum(bool(s.searches_after_failing_tests) for s in stats),
             valid_tool_call_rate=rate(valid, valid + invalid),

@@ -190,6 +190,8 @@ def agent_rows(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
             "searches / test runs per task",
             *[f"{s.searches_per_task:.2f} / {s.test_runs_per_task:.2f}" for s in stats],
         ],
+        ["tasks that ran the tests", *[_count_of(s.tasks_running_tests, s.n) for s in stats]],
+        ["answers refused before a test run", *[_count_of(s.refused_untested) for s in stats]],
         [
             "searches after a failing run_tests",
             *[
@@ -205,6 +207,12 @@ def agent_rows(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
         ["bug inheritance of its failures", *[_rate_ci(s.bug_inheritance) for s in stats]],
     ]
     return header, rows
+
+
+def _count_of(count: int | None, n: int | None = None) -> str:
+    if count is None:
+        return "-"  # a summary written before this was counted
+    return f"{count} of {n}" if n is not None else str(count)
 
 
 def render_report(summary: RunSummary) -> str:

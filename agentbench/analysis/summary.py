@@ -313,12 +313,18 @@ class AgentStats(Record):
     """One tool condition: what the agent did with the tools, and repair and bug inheritance under buggy
     context (Wilson CIs; comparable with rag's, on the same held-out asserts)."""
 
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"tasks_running_tests", "refused_untested"})
+
     n: int
     tool_calls_per_task: Number | None
     turns_per_task: Number | None
     """replies per task (built-in loop only)"""
     searches_per_task: Number | None
     test_runs_per_task: Number | None
+    tasks_running_tests: int | None = None
+    """tasks with at least one run_tests call (absent from summaries written before it was counted)"""
+    refused_untested: int | None = None
+    """answers and submits the test-first rule refused (before any run_tests; absent as above)"""
     searches_after_failing_tests: int
     tasks_searching_after_failing_tests: int
     valid_tool_call_rate: Number | None

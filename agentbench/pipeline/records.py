@@ -45,6 +45,7 @@ class ToolStats(Record):
             "protocol",
             "constrained",
             "visible_tests",
+            "refused_untested",
         }
     )
 
@@ -73,6 +74,8 @@ class ToolStats(Record):
     """every reply was decoded under the tool grammar (``local/`` models in the built-in loop); absent if not"""
     visible_tests: list[int] | None = None
     """positions of the asserts run_tests ran; the others score the record"""
+    refused_untested: int | None = None
+    """answers and submits refused by the test-first rule before any run_tests (built-in loop)"""
 
 
 class RunRecord(BaseModel):

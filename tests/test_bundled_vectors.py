@@ -1,30 +1,40 @@
 """Vectors shipped for the bundled pools (issue 33 item 1, :mod:`agentbench.retrieval.bundled`).
 
 - the shipped files cover every snippet and query of the current bundled pools (a pool edited without
-  regenerating fails here, naming the command);
+  regenerating fails here, naming the command), and each is under the repository's 5 MB limit;
 - they are used only for a bundled pool and the default embedder's model, and then the model never runs;
-- a corrupt file is ignored with one warning and everything is embedded;
-- exec@k, every results-file row and every query's full ranking over the corpus are identical with the
-  shipped vectors and with vectors computed now: all of humaneval and a seeded sample of core queries
-  with their own snippets (the full core, 5,012 snippets, takes minutes to embed: bench/bundled_vectors.py
-  --rankings checks it).
+- a corrupt file (float32 or compact) is ignored with one warning and everything is embedded;
+- core's compact file (int16, with the rows ranking is sensitive to kept as float32) reproduces, read as a
+  run reads it and ranked by the real retrieval path, every core query's float32 top 11 and own-snippet
+  order recorded when it was built; the exact-row selection fixes orders that plain float16 and int16 flip
+  (synthetic near-duplicates);
+- exec@k, every results-file row and every query's ranking are identical with the shipped vectors and with
+  vectors computed now: all of humaneval (full rankings, bit for bit) and a seeded sample of core queries
+  with their own snippets (each top 10; the full core, 5,012 snippets, takes minutes to embed:
+  bench/bundled_vectors.py --rankings checks it).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from agentbench.errors import ConfigError
 from agentbench.execution import ProcessExecutor
 from agentbench.execution.cache import ExecCache
 from agentbench.pools import load_pool
 from agentbench.retrieval import EmbeddingCache, bundled, evaluate_retrieval, open_searcher, parse_embedder
+from agentbench.retrieval.bundled import build, hybrid
 from agentbench.retrieval.bundled.build import problems
 from agentbench.retrieval.embedders import minilm
+from agentbench.retrieval.hits import tie_ranks_for
 from agentbench.retrieval.settings import RetrievalSettings
+
+CORE_SAMPLE = 40
 
 
 @pytest.fixture
@@ -38,6 +48,34 @@ def fresh_bundled_state(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_shipped_vectors_cover_every_snippet_and_query_of_the_bundled_pools(name: str) -> None:
     found = problems(name)
     assert not found, "\n".join(found)
+    assert bundled.shipped_path(name).stat().st_size < bundled.MAX_FILE_BYTES  # the repository's limit
+
+
+def test_core_ships_compact_and_humaneval_float32() -> None:
+    core = bundled.load(bundled.shipped_path("core"))
+    humaneval = bundled.load(bundled.shipped_path("humaneval"))
+    assert core.meta["dtype"] == hybrid.DTYPE and humaneval.meta["dtype"] == "float32"
+    kept = core.meta["selection"]
+    assert kept["verified"]["identical_top"] == build.TOP == 11
+    assert kept["verified"]["queries"] == core.meta["n_queries"] == 1011
+    assert 0 < kept["exact_rows"] < len(core) // 10  # a few hundred rows of 6,023
+    assert 0 < kept["verified"]["max_score_error"] < 2e-5
+    assert core.vectors.dtype == np.float32 and core.vectors.shape == (6023, 384)
+
+
+def test_core_file_reproduces_every_float32_order_it_was_built_from() -> None:
+    """All 1,011 core queries, without embedding: the file decoded as a run decodes it, ranked as the
+    retrieval stage ranks, gives each query's float32 top 11 and own-snippet order recorded at build time."""
+    assert build.verify("core") == []
+
+
+def test_a_file_over_the_size_limit_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "small.npz"
+    monkeypatch.setattr(build, "MAX_FILE_BYTES", 100)
+    vectors = {("document", "def f(): pass"): np.ones(4, dtype=np.float32)}
+    with pytest.raises(ConfigError, match="over the repository's 100-byte limit"):
+        build.write(target, "small", vectors, minilm())
+    assert not target.exists() and not list(tmp_path.iterdir())
 
 
 def test_an_edited_pool_is_reported_with_the_regeneration_command() -> None:
@@ -83,15 +121,13 @@ def test_a_plug_in_given_only_the_corpus_is_served_by_text(tmp_path: Path) -> No
     humaneval = load_pool("humaneval")
     embedder = minilm().use_cache(EmbeddingCache(tmp_path / "emb"))
     embedder.use_shipped(bundled.for_embedder(embedder))
-    texts = [humaneval.corpus[0].code, humaneval.corpus[1].code]
+    core = load_pool("core")
+    texts = [core.corpus[0].code, humaneval.corpus[0].code]
     vectors = embedder.embed_documents(texts)
     assert embedder.encoded_texts == 0 and embedder._model is None  # both served, the model never loaded
-    for text, vector in zip(texts, vectors, strict=True):
-        own = bundled.for_pool(humaneval, embedder).get_many("document", [text])[0]
+    for pool, text, vector in zip((core, humaneval), texts, vectors, strict=True):
+        own = bundled.for_pool(pool, embedder).get_many("document", [text])[0]
         assert np.array_equal(np.asarray(vector, dtype=np.float32), own)
-    core = load_pool("core")  # core's vectors do not ship (over the repository's file size limit)
-    assert bundled.for_pool(core, embedder) is None
-    assert not bundled.for_embedder(embedder).get_many("document", [core.corpus[0].code])
     assert not bundled.for_embedder(embedder).get_many("document", ["def f():\n    return 1\n"])  # embedded
     prompted = parse_embedder(f"st:{minilm().model_ref}?query_prompt=query: ")
     assert bundled.for_embedder(prompted) is None and bundled.for_embedder(parse_embedder("bm25")) is None
@@ -105,17 +141,21 @@ def _corrupt_bytes(src: Path, dst: Path) -> None:
 
 
 def _altered_vectors(src: Path, dst: Path) -> None:
-    """A well-formed file whose vectors no longer match the checksum recorded in it."""
+    """A well-formed file whose vectors no longer match the checksum recorded in it (a float32 file's first
+    vector, or a compact file's first exact row, negated)."""
     with np.load(src, allow_pickle=False) as npz:
         arrays = {name: npz[name] for name in npz.files}
-    arrays["vectors"] = arrays["vectors"].copy()
-    arrays["vectors"][0] *= -1
+    name = "vectors" if "vectors" in arrays else "exact"
+    arrays[name] = arrays[name].copy()
+    arrays[name][0] *= -1
     np.savez(dst, **arrays)
 
 
+@pytest.mark.parametrize("name", ["humaneval", "core"])
 @pytest.mark.parametrize("corrupt", [_corrupt_bytes, _altered_vectors], ids=["bytes", "checksum"])
 def test_a_corrupt_file_is_ignored_with_one_warning_and_everything_is_embedded(
     corrupt,
+    name: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -123,9 +163,9 @@ def test_a_corrupt_file_is_ignored_with_one_warning_and_everything_is_embedded(
 ) -> None:
     shipped = tmp_path / "bundled"
     shipped.mkdir()
-    corrupt(bundled.shipped_path("humaneval"), shipped / "humaneval.npz")
+    corrupt(bundled.shipped_path(name), shipped / f"{name}.npz")
     monkeypatch.setattr(bundled, "BUNDLED_DIR", shipped)
-    pool = load_pool("humaneval")
+    pool = load_pool(name)
     small = pool.only(pool.queries[:2])
     caplog.set_level(logging.WARNING, logger="agentbench")
     embedder = minilm().use_cache(EmbeddingCache(tmp_path / "emb"))
@@ -144,7 +184,9 @@ def test_a_corrupt_file_is_ignored_with_one_warning_and_everything_is_embedded(
 
 
 def _pools() -> dict[str, object]:
-    return {"humaneval": load_pool("humaneval")}
+    core = load_pool("core")
+    sample = sorted(random.Random(0).sample(range(len(core.queries)), CORE_SAMPLE))
+    return {"humaneval": load_pool("humaneval"), "core-sample": core.only([core.queries[i] for i in sample])}
 
 
 @pytest.fixture(scope="module")
@@ -179,12 +221,14 @@ def _without_scores(rows: list[dict]) -> tuple[list[dict], list[float]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["humaneval"])
+@pytest.mark.parametrize("name", ["humaneval", "core-sample"])
 def test_exec_at_k_and_every_ranking_are_identical_with_shipped_and_fresh_vectors(
     both_ways, name: str
 ) -> None:
-    """humaneval is embedded fresh exactly as the shipped file was (the whole pool, the same batches), so
-    even the similarities are bit for bit the same."""
+    """humaneval ships float32 and is embedded fresh exactly as the shipped file was (the whole pool, the
+    same batches), so its full rankings and even the similarities are bit for bit the same. Core ships
+    int16 with exact rows: each query's top 10 is identical (the build guarantees the top 11 on the whole
+    pool; this sample is another corpus, embedded in other batches), the similarities agree to 2e-5."""
     runs = both_ways[name]
     shipped, fresh = runs["shipped"], runs["fresh"]
     assert shipped["encoded"] == 0 and fresh["encoded"] == runs["n_texts"]  # really one of each
@@ -194,9 +238,98 @@ def test_exec_at_k_and_every_ranking_are_identical_with_shipped_and_fresh_vector
     (rows_a, sim_a), (rows_b, sim_b) = _without_scores(a["per_query"]), _without_scores(b["per_query"])
     assert rows_a == rows_b  # every top-10 row: ids, order, labels, verdicts
     exact = name == "humaneval"
-    np.testing.assert_allclose(sim_a, sim_b, rtol=0, atol=0 if exact else 1e-6)
+    np.testing.assert_allclose(sim_a, sim_b, rtol=0, atol=0 if exact else 2e-5)
+    depth = a["n_corpus"] if exact else build.TOP_RESULTS
     for q_shipped, q_fresh in zip(shipped["full"], fresh["full"], strict=True):
         assert len(q_shipped) == a["n_corpus"]
-        assert [h.corpus_id for h in q_shipped] == [h.corpus_id for h in q_fresh]  # the full ranking
-        scores = [h.score for h in q_shipped], [h.score for h in q_fresh]
-        np.testing.assert_allclose(*scores, rtol=0, atol=0 if exact else 1e-6)
+        ids = [h.corpus_id for h in q_shipped[:depth]], [h.corpus_id for h in q_fresh[:depth]]
+        assert ids[0] == ids[1]  # humaneval: the full ranking; core: the top 10
+        if exact:
+            assert [h.score for h in q_shipped] == [h.score for h in q_fresh]
+
+
+@pytest.mark.slow
+def test_the_real_retrieval_path_ranks_core_as_the_build_verified(tmp_path: Path) -> None:
+    """All of core through the Chroma store, as `agentbench retrieve` ranks it, with the shipped vectors:
+    every query's top 11 and the order of its own snippets (by ``scores_of``, which the diagnostics use)
+    are the float32 ones recorded in the file, and the build's ranking code agrees score for score."""
+    pool = load_pool("core")
+    embedder = minilm().use_cache(EmbeddingCache(tmp_path / "emb"))
+    searcher = open_searcher(pool, embedder, store_dir=tmp_path / "stores", progress=False)
+    texts = [q.query for q in pool.queries]
+    hits = searcher.search_many(texts, build.TOP)
+    own_ids = [
+        list(dict.fromkeys(q.correct_corpus_ids + q.paired_distractor_corpus_ids)) for q in pool.queries
+    ]
+    own_scores = searcher.scores_of(texts, own_ids)
+    searcher.close()
+    assert embedder.encoded_texts == 0  # every vector shipped
+    shipped = bundled.for_pool(pool, embedder)
+    ids = {shipped.row_of("document", s.code): s.corpus_id for s in pool.corpus}
+    position = {s.corpus_id: i for i, s in enumerate(pool.corpus)}
+    ties = tie_ranks_for([s.corpus_id for s in pool.corpus])
+    docs, queries = build.pool_matrices(shipped, pool)
+    top, own = hybrid.orders(docs, queries, ties, build.own_positions(pool), build.TOP)
+    reference = {int(r): j for j, r in enumerate(shipped.reference["queries"])}
+    for i, q in enumerate(pool.queries):
+        j = reference[shipped.row_of("query", q.query)]
+        want_top = [ids[int(r)] for r in shipped.reference["top"][j]]
+        want_own = [ids[int(r)] for r in shipped.reference["own"][j] if r >= 0]
+        assert [h.corpus_id for h in hits[i]] == want_top == [pool.corpus[p].corpus_id for p in top[i]]
+        scores = own_scores[i]
+        real_own = sorted(scores, key=lambda c: (-scores[c], ties[position[c]]))
+        assert real_own == want_own == [pool.corpus[p].corpus_id for p in own[i]]
+
+
+# ------------------------------------------------------------------ the exact-row selection
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_exact_rows_keep_the_orders_that_plain_float16_and_int16_flip() -> None:
+    """40 groups of a canonical and 4 near-duplicates (as core's one-edit distractors), one query each."""
+    rng = np.random.default_rng(0)
+    groups, dim = 40, 384
+    canon = rng.normal(size=(groups, dim))
+    docs = _unit(np.repeat(canon, 5, axis=0) + 3e-3 * rng.normal(size=(groups * 5, dim)))
+    queries = _unit(canon + 0.8 * rng.normal(size=(groups, dim)))
+    own = [list(range(5 * g, 5 * g + 5)) for g in range(groups)]
+    ties = tie_ranks_for([f"c_{i:04d}" for i in range(len(docs))])
+    want = hybrid.orders(docs, queries, ties, own, build.TOP)
+
+    def differing(d: np.ndarray, q: np.ndarray) -> int:
+        got = hybrid.orders(d, q, ties, own, build.TOP)
+        pairs = zip(want[0], got[0], want[1], got[1], strict=True)
+        return sum(not (np.array_equal(a, b) and np.array_equal(c, e)) for a, b, c, e in pairs)
+
+    half = docs.astype(np.float16).astype(np.float32), queries.astype(np.float16).astype(np.float32)
+    assert differing(*half) > 0  # plain float16 reorders near-duplicates
+    assert differing(hybrid.quantized(docs), hybrid.quantized(queries)) > 0  # so does plain int16
+    selection = hybrid.select_exact(docs, queries, ties, own, build.TOP)
+    rows = list(selection.document_rows) + [len(docs) + i for i in selection.query_rows]
+    stored = hybrid.decode(hybrid.encode(np.concatenate([docs, queries]), rows))
+    assert differing(stored[: len(docs)], stored[len(docs) :]) == 0  # the hybrid keeps every order
+    assert np.array_equal(stored[rows], np.concatenate([docs, queries])[rows])  # exact rows bit for bit
+    assert 0 < len(rows) < len(stored) // 2
+    assert np.array_equal(selection.reference_top, want[0])
+    # the margin: every adjacent watched pair closer than it in float32 has its query and snippets exact
+    unit = docs.astype(np.float64) / np.linalg.norm(docs.astype(np.float64), axis=1, keepdims=True)
+    exact_d, exact_q = set(selection.document_rows), set(selection.query_rows)
+    for i, q in enumerate(queries.astype(np.float64) / np.linalg.norm(queries, axis=1, keepdims=True)):
+        for order in (want[0][i], want[1][i]):
+            gaps = unit[order[:-1]] @ q - unit[order[1:]] @ q
+            for j in np.flatnonzero(gaps < selection.margin):
+                assert i in exact_q and {order[j], order[j + 1]} <= exact_d
+
+
+def test_quantized_rows_read_back_within_half_a_step() -> None:
+    rng = np.random.default_rng(1)
+    v = _unit(rng.normal(size=(50, 384)))
+    v[3] = 0  # a zero row stays zero
+    back = hybrid.quantized(v)
+    step = np.abs(v).max(axis=1) / hybrid.LEVELS
+    rounding = np.spacing(np.abs(v))  # of the float32 product q * s
+    assert (np.abs(back - v) <= step[:, None] * 0.5 + rounding).all()
+    assert not back[3].any() and back.dtype == np.float32

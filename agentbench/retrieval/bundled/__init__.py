@@ -5,13 +5,16 @@ would spend most of its time there. The package therefore ships, per bundled poo
 snippet and every query, computed exactly as a run computes them (:mod:`.build`). A run on a bundled pool
 with minilm reads them instead of loading the model; the model still embeds anything else.
 
-One file per pool, ``<pool>.npz`` next to this module (``np.savez``, no pickles):
+One file per pool, ``<pool>.npz`` next to this module (``np.savez``, compressed for core; no pickles):
 
 - ``sha``: (n, 32) uint8, the sha256 of the exact text embedded (the snippet's code, the query's text);
 - ``kind``: (n,) uint8, 0 for a document (snippet), 1 for a query;
-- ``vectors``: (n, dim), the vectors as the model returned them (the dtype is in ``meta``);
+- the vectors, as ``meta``'s ``dtype`` says: ``float32`` (humaneval): ``vectors``, (n, dim), exactly as the
+  model returned them; ``int16+exact`` (core, which as float32 would exceed the repository's 5 MB limit
+  per file): every row quantized to int16 except the rows ranking is sensitive to, kept as float32, chosen
+  so that every query's top 11 and the order of its own snippets are the float32 ones (:mod:`.hybrid`);
 - ``meta``: JSON: the pool, the embedder, ``model_sha256`` and ``model_bytes`` (:func:`model_sha256`),
-  ``dtype``, and ``data_sha256``: the sha256 of the three arrays (:func:`data_sha256`).
+  ``dtype``, what the build verified, and ``data_sha256``: the sha256 of every array (:func:`data_sha256`).
 
 A vector is used only when both hashes match: the embedder's model files hash to ``model_sha256`` and the
 text hashes to the row's ``sha``. A file that cannot be read or whose ``data_sha256`` does not match (a
@@ -39,6 +42,7 @@ from ...pools.io import BUNDLED_POOLS
 from ...pools.models import Pool
 from .._defaults import DEFAULT_EMBEDDER
 from ..embedders import Embedder, Kind, SentenceTransformerEmbedder, VectorSource
+from . import hybrid
 
 __all__ = [
     "ShippedVectors",
@@ -59,11 +63,13 @@ log = logging.getLogger("agentbench.retrieval.bundled")
 BUNDLED_DIR = Path(__file__).parent
 KINDS: tuple[Kind, ...] = ("document", "query")
 REGENERATE = "python -m agentbench.retrieval.bundled"
-SHIPPED_POOLS: tuple[str, ...] = ("humaneval",)
-"""The bundled pools whose vectors ship. Not core: its 6,023 float32 vectors take 9.5 MB (7.4 MB compressed
-losslessly), over the repository's 5 MB limit per file, and float16 or int8 copies change rankings (see
-docs/retrieval.md), so core is embedded on first use and served from the embedding cache after that."""
-FORMAT = 1
+SHIPPED_POOLS: tuple[str, ...] = ("core", "humaneval")
+"""The bundled pools whose vectors ship (every bundled pool)."""
+FORMAT = 2
+"""1: float32 ``vectors`` only (humaneval's file); 2: also the ``int16+exact`` dtype (:mod:`.hybrid`)."""
+FLOAT32_ARRAYS = ("sha", "kind", "vectors")
+MAX_FILE_BYTES = 5_000_000
+"""The repository's limit per tracked file: the build refuses to write a larger one."""
 _WARNED: set[str] = set()
 _LOADED: dict[tuple[str, int, int], ShippedVectors | None] = {}
 _MODEL_SHA: dict[tuple[str, int, int], str] = {}
@@ -127,12 +133,18 @@ def text_sha256(text: str) -> bytes:
 
 
 class ShippedVectors:
-    """One verified shipped file: vectors by (kind, sha256 of the text), served as float32."""
+    """One verified shipped file: vectors by (kind, sha256 of the text), served as float32 (the
+    ``int16+exact`` dtype decoded, :func:`.hybrid.decode`)."""
 
     def __init__(self, meta: dict[str, Any], arrays: Mapping[str, np.ndarray], path: Path) -> None:
         self.meta = meta
         self.path = path
-        self.vectors = np.asarray(arrays["vectors"], dtype=np.float32)
+        self.reference: dict[str, np.ndarray] = {}  # what the build verified (compact files)
+        if meta.get("dtype") == hybrid.DTYPE:
+            self.vectors = hybrid.decode(dict(arrays))
+            self.reference = {k: arrays[f"reference_{k}"] for k in ("queries", "top", "own")}
+        else:
+            self.vectors = np.asarray(arrays["vectors"], dtype=np.float32)
         self.rows = {
             (int(kind), bytes(sha)): row
             for row, (kind, sha) in enumerate(zip(arrays["kind"], arrays["sha"], strict=True))
@@ -147,6 +159,10 @@ class ShippedVectors:
 
     def has(self, kind: Kind, text: str) -> bool:
         return (KINDS.index(kind), text_sha256(text)) in self.rows
+
+    def row_of(self, kind: Kind, text: str) -> int:
+        """The file row of ``text`` (-1 when it is not shipped)."""
+        return self.rows.get((KINDS.index(kind), text_sha256(text)), -1)
 
     def get_many(self, kind: Kind, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """Vectors by position in ``texts`` (a copy each); texts not shipped are absent."""
@@ -189,11 +205,14 @@ def _read(path: Path) -> ShippedVectors | None:
     try:
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(str(npz["meta"]))
-            arrays = {name: npz[name] for name in ("sha", "kind", "vectors")}
+            compact = meta["dtype"] == hybrid.DTYPE
+            arrays = {name: npz[name] for name in (hybrid.ARRAYS if compact else FLOAT32_ARRAYS)}
         expected = meta["data_sha256"]
-        ok = arrays["sha"].shape == (len(arrays["kind"]), 32) and len(arrays["vectors"]) == len(
-            arrays["kind"]
-        )
+        if compact:
+            ok = hybrid.check_shapes(arrays)
+        else:
+            n = len(arrays["kind"])
+            ok = arrays["sha"].shape == (n, 32) and len(arrays["vectors"]) == n
     except Exception as exc:  # any failure to decode the file (zip, CRC, JSON, keys) is a corrupt file
         _warn_corrupt(path, f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
         return None

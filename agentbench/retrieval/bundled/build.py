@@ -4,6 +4,10 @@ Vectors are computed the way a run computes them, so that a run reading them ran
 embedding them: snippets in corpus order through ``embed_documents`` (as :func:`..store.open_chroma` does),
 queries in blocks of ``QUERY_BLOCK`` through ``embed_queries`` (as ``Searcher.search_many`` does), with a
 fresh minilm embedder that has no cache and no shipped vectors.
+
+A compact (``int16+exact``) file also records what the build verified against the float32 vectors: each
+query's float32 top ``TOP`` and the float32 order of its own snippets (``reference_*``), which
+:func:`verify` checks the file still reproduces (a test does, for all of core, without embedding).
 """
 
 from __future__ import annotations
@@ -14,15 +18,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...pools.io import load_pool
 from ...pools.models import Pool
 from ..embedders import MINILM_PACKAGE, SentenceTransformerEmbedder, minilm
-from ..hits import QUERY_BLOCK
+from ..evaluate import TOP_RESULTS
+from ..hits import QUERY_BLOCK, tie_ranks_for
 from . import (
     FORMAT,
     KINDS,
+    MAX_FILE_BYTES,
     REGENERATE,
+    ShippedVectors,
     data_sha256,
+    hybrid,
     load,
     model_bytes,
     model_sha256,
@@ -30,11 +39,26 @@ from . import (
     text_sha256,
 )
 
-__all__ = ["DTYPE", "fresh_vectors", "write", "build", "problems"]
+__all__ = [
+    "DTYPE",
+    "DTYPES",
+    "TOP",
+    "fresh_vectors",
+    "write",
+    "build",
+    "verify",
+    "problems",
+    "own_positions",
+    "pool_matrices",
+]
 
 DTYPE = "float32"
-"""What the files store. float16 halves the size but changes rankings: measured on core, see
-docs/retrieval.md and bench/bundled_vectors.py."""
+DTYPES = {"core": hybrid.DTYPE, "humaneval": DTYPE}
+"""What each pool's file stores: humaneval's float32 vectors take 1.2 MB; core's would take 7.4 MB
+compressed, over the 5 MB limit, and plain float16 or int8 copies change rankings (docs/retrieval.md)."""
+TOP = TOP_RESULTS + 1
+"""The depth a compact file keeps identical: the results file's rows, and one more so that which
+snippets make the top 10 is stable too."""
 
 
 def fresh_vectors(
@@ -58,13 +82,16 @@ def write(
     vectors: dict[tuple[str, str], np.ndarray],
     embedder: SentenceTransformerEmbedder,
     dtype: str = DTYPE,
+    pool: Pool | None = None,
 ) -> Path:
-    """Write ``vectors`` (by (kind, text)) as a shipped file for ``embedder``'s model."""
+    """Write ``vectors`` (by (kind, text)) as a shipped file for ``embedder``'s model. The compact dtype
+    needs the ``pool`` (its rankings choose the exact rows); a file over ``MAX_FILE_BYTES`` is not written
+    (ConfigError)."""
     items = list(vectors.items())
+    matrix = np.stack([v for _, v in items]).astype(np.float32)
     arrays = {
         "sha": np.array([list(text_sha256(text)) for (_, text), _ in items], dtype=np.uint8).reshape(-1, 32),
         "kind": np.array([KINDS.index(kind) for (kind, _), _ in items], dtype=np.uint8),
-        "vectors": np.stack([v for _, v in items]).astype(dtype),
     }
     meta = {
         "format": FORMAT,
@@ -76,21 +103,116 @@ def write(
         "dtype": dtype,
         "n_documents": int((arrays["kind"] == 0).sum()),
         "n_queries": int((arrays["kind"] == 1).sum()),
-        "data_sha256": data_sha256(arrays),
         "computed_with": {pkg: _version(pkg) for pkg in ("sentence-transformers", "torch", MINILM_PACKAGE)},
     }
+    if dtype == hybrid.DTYPE:
+        if pool is None:
+            raise ConfigError(f"writing {dtype} vectors needs the pool: pass pool=")
+        compact, meta["selection"] = _compact(pool, {key: i for i, (key, _) in enumerate(items)}, matrix)
+        arrays |= compact
+    else:
+        arrays["vectors"] = matrix.astype(dtype)
+    meta["data_sha256"] = data_sha256(arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    save = np.savez_compressed if dtype == hybrid.DTYPE else np.savez
+    save(tmp, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    if tmp.stat().st_size > MAX_FILE_BYTES:
+        size = tmp.stat().st_size
+        tmp.unlink()
+        raise ConfigError(
+            f"{path.name} would take {size:,} bytes, over the repository's {MAX_FILE_BYTES:,}-byte limit per "
+            f"file: not written (store fewer exact rows or a smaller dtype)"
+        )
     tmp.replace(path)
     return path
 
 
-def build(pool_name: str, dtype: str = DTYPE) -> Path:
-    """Recompute and write the shipped vectors of bundled pool ``pool_name``."""
+def _compact(
+    pool: Pool, row: dict[tuple[str, str], int], matrix: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict]:
+    """The ``int16+exact`` arrays of ``matrix`` (rows by (kind, text) in ``row``): the exact rows chosen on
+    ``pool``'s rankings, and the float32 orders they keep (``reference_*``, as file rows)."""
+    doc_rows = np.array([row[("document", s.code)] for s in pool.corpus], dtype=np.int64)
+    query_rows = np.array([row[("query", q.query)] for q in pool.queries], dtype=np.int64)
+    own = own_positions(pool)
+    selection = hybrid.select_exact(
+        matrix[doc_rows], matrix[query_rows], tie_ranks_for([s.corpus_id for s in pool.corpus]), own, TOP
+    )
+    exact = sorted(set(doc_rows[selection.document_rows]) | set(query_rows[selection.query_rows]))
+    arrays = hybrid.encode(matrix, exact)
+    width = max((len(o) for o in own), default=0)
+    padded = np.full((len(own), width), -1, dtype=np.int32)
+    for i, order in enumerate(selection.reference_own):
+        padded[i, : len(order)] = doc_rows[order]
+    arrays["reference_queries"] = query_rows.astype(np.int32)
+    arrays["reference_top"] = doc_rows[selection.reference_top].astype(np.int32)
+    arrays["reference_own"] = padded
+    return arrays, selection.meta() | {"exact_rows": len(exact), "quantization": hybrid.QUANTIZATION}
+
+
+def own_positions(pool: Pool) -> list[list[int]]:
+    """Each query's own snippets (canonicals, then paired distractors) as corpus positions."""
+    position = {s.corpus_id: i for i, s in enumerate(pool.corpus)}
+    ids = [dict.fromkeys(q.correct_corpus_ids + q.paired_distractor_corpus_ids) for q in pool.queries]
+    return [[position[c] for c in wanted if c in position] for wanted in ids]
+
+
+def build(pool_name: str, dtype: str | None = None) -> Path:
+    """Recompute and write the shipped vectors of bundled pool ``pool_name`` (in its dtype of ``DTYPES``
+    unless given), then check the written file reproduces the orders the build verified."""
     embedder = minilm()
     pool = load_pool(pool_name)
-    return write(shipped_path(pool_name), pool_name, fresh_vectors(pool, embedder), embedder, dtype)
+    dtype = dtype or DTYPES.get(pool_name, DTYPE)
+    path = shipped_path(pool_name)
+    write(path, pool_name, fresh_vectors(pool, embedder), embedder, dtype, pool)
+    found = verify(pool_name, pool)
+    if found:
+        raise RuntimeError("\n".join(found))
+    return path
+
+
+def verify(pool_name: str, pool: Pool | None = None) -> list[str]:
+    """Why the shipped file of ``pool_name``, read as a run reads it, does not rank every query of the pool
+    as the float32 vectors did when it was built (each query's top ``TOP`` and the order of its own
+    snippets, recorded in the file); empty when it does, or when the file is float32 (nothing to check)."""
+    path = shipped_path(pool_name)
+    shipped = load(path)
+    if shipped is None:
+        return [f"{path} is missing or corrupt: run `{REGENERATE}`"]
+    if shipped.meta.get("dtype") != hybrid.DTYPE:
+        return []
+    pool = pool or load_pool(pool_name)
+    docs, queries = pool_matrices(shipped, pool)
+    if docs is None or queries is None:
+        return [f"{path} does not cover pool {pool_name}: run `{REGENERATE}`"]
+    ties = tie_ranks_for([s.corpus_id for s in pool.corpus])
+    top, own = hybrid.orders(docs, queries, ties, own_positions(pool), TOP)
+    rows = {int(r): i for i, r in enumerate(shipped.reference["queries"])}
+    position = {shipped.row_of("document", s.code): i for i, s in enumerate(pool.corpus)}
+    out = []
+    for i, q in enumerate(pool.queries):
+        j = rows.get(shipped.row_of("query", q.query), -1)
+        if j < 0:
+            out.append(f"query {q.query_id}: no float32 reference in {path.name}")
+            continue
+        want_top = [position.get(int(r), -1) for r in shipped.reference["top"][j]]
+        want_own = [position.get(int(r), -1) for r in shipped.reference["own"][j] if r >= 0]
+        if want_top != top[i].tolist() or want_own != own[i].tolist():
+            out.append(f"query {q.query_id}: its top {TOP} or own order differs from float32 ({path.name})")
+    return out
+
+
+def pool_matrices(shipped: ShippedVectors, pool: Pool) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The shipped vectors of ``pool``'s snippets (corpus order) and queries, or None where one is missing."""
+    out = []
+    for kind, texts in (
+        ("document", [s.code for s in pool.corpus]),
+        ("query", [q.query for q in pool.queries]),
+    ):
+        got = shipped.get_many(kind, texts)
+        out.append(np.stack([got[i] for i in range(len(texts))]) if len(got) == len(texts) else None)
+    return out[0], out[1]
 
 
 def problems(pool_name: str, pool: Pool | None = None) -> list[str]:

@@ -40,3 +40,9 @@ def test_a_run_without_agents_is_unchanged_by_the_setting(tmp_path: Path) -> Non
         == plain.fingerprint()
         == RunConfig(conditions=["closed_book", "rag"], test_first=False).fingerprint()
     )
+
+
+def test_a_stored_run_without_agents_reads_back_equal(tmp_path: Path) -> None:
+    config = RunConfig(conditions=["rag"], run_dir=str(tmp_path / "r"))
+    (tmp_path / "config.json").write_text(config.model_dump_json())
+    assert RunDirectory.open(tmp_path).config == config  # no agent: the missing field is the default

@@ -47,6 +47,12 @@ _NOT_OUTPUT_AFFECTING = {
 }
 
 
+def _with_tools(conditions: Any) -> bool:
+    """Whether stored ``conditions`` hold a tool-using one (unknown names are left to validation)."""
+    names = [conditions] if isinstance(conditions, str) else list(conditions or ())
+    return uses_tools([n for n in names if isinstance(n, str)])
+
+
 class RunConfig(RetrievalSettings):
     schema_version: int = RUN_SCHEMA_VERSION
     pool: str = Field("core", description="`core`, `execretrieval` or a pool directory.")
@@ -115,7 +121,8 @@ class RunConfig(RetrievalSettings):
             return data
         data = dict(data)
         if info.context and info.context.get("stored") and "test_first" not in data:
-            data["test_first"] = False  # a run directory from before the rule: its agents answered freely
+            if _with_tools(data.get("conditions")):
+                data["test_first"] = False  # a run directory from before the rule: its agents answered freely
         for key in ("prompt", "run_dir"):  # Path objects are accepted
             if data.get(key) is not None and not isinstance(data[key], str):
                 data[key] = str(data[key])

@@ -292,3 +292,45 @@ def test_an_immediate_answer_is_taken_where_the_rule_does_not_apply(visible, bud
     assert out.code == CODE.strip() and out.stats["turns"] == 1
     stated = "before you submit" in llm.seen[0][0]["content"]
     assert stated == (bool(visible) and "test_first" not in budget)
+
+
+def test_an_api_model_is_told_to_test_before_it_submits() -> None:
+    """Native function calling: an early submit gets a tool result refusing it, then the tests run."""
+    import asyncio
+
+    from agentbench.agent.loop import run_tool_loop
+    from agentbench.agent.protocol import NativeProtocol
+    from agentbench.agent.tools import Budget, TestOutcome, Tools
+    from agentbench.llm.client import LLMResult, ToolCall
+
+    def native(name: str) -> LLMResult:
+        args = json.dumps({"code": CODE})
+        return LLMResult(
+            model="x", text="", tool_calls=[ToolCall(id=f"id_{name}", name=name, arguments=args)]
+        )
+
+    class _Native:
+        is_local = False
+
+        def __init__(self) -> None:
+            self.replies = [native("submit"), native("run_tests"), native("submit")]
+            self.seen: list[list[dict]] = []
+
+        async def complete(self, messages, tools=None, grammar=None):
+            assert tools and grammar is None
+            self.seen.append([dict(m) for m in messages])
+            return self.replies.pop(0)
+
+    ran: list[str] = []
+    tools = Tools(
+        lambda q, k: [],
+        lambda code: ran.append(code) or [TestOutcome("assert True", "pass")],
+        ("assert True",),
+    )
+    llm = _Native()
+    messages = [{"role": "user", "content": "write merge_intervals"}]
+    out = asyncio.run(run_tool_loop(llm, messages, tools, FN, Budget(), NativeProtocol()))
+    assert out.stats["refused_untested"] == 1 and out.stats["test_runs"] == 1 and out.stats["submitted"]
+    assert out.stats["turns"] == 3 and ran == [CODE.strip()] and out.code == CODE.strip()
+    refusal = [m for m in llm.seen[1] if m["role"] == "tool"]
+    assert refusal[0]["tool_call_id"] == "id_submit" and refusal[0]["content"].startswith("not submitted")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,7 @@ from ..retrieval.store import check_server
 from .conditions import get_condition, uses_tools
 from .config import RunConfig
 from .plan import WorkItem, context_verdicts, plan_items
-from .prefetch import import_quietly as prefetch_modules
+from .prefetch import prefetch_modules
 from .progress_bar import ConditionProgress, progress_counts
 from .records import RecordKey, RunRecord
 from .rundir import RunDirectory, check_writable_dir
@@ -211,6 +210,7 @@ def _run_in(
             retrieval = _retrieve(
                 pool, config, executor, exec_cache, retriever, retriever_name, split, show_progress
             )
+        directory.write_retrieval(retrieval)
         tools = RunTools(pool, config, executor, exec_cache, split, retriever) if tooled and split else None
         items = plan_items(pool, retrieval, config)
         work = RunWork(
@@ -224,7 +224,7 @@ def _run_in(
             metas={d.corpus_id: d for d in pool.distractors},
             tools=tools,
         )
-        _generate(directory, items, done, work, show_progress, retrieval, prefetch)
+        _generate(directory, items, done, work, show_progress, prefetch)
     order = {it.key: i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     return RunResult(directory, config, records, retrieval, llm_stats=_llm_stats(client, the_agent))
@@ -281,15 +281,10 @@ def _generate(
     done: dict[RecordKey, RunRecord],
     work: RunWork,
     show_progress: bool,
-    retrieval: RetrievalResult,
     prefetch: Sequence[str] = (),
 ) -> None:
     """Generate, execute and record every item not in ``done`` (which gains each record once it is on
-    disk), behind the progress bars; a fatal model error or Ctrl-C says how to continue the run.
-
-    Meanwhile, one background thread writes retrieval.json (about 0.5 s of CPU for core's 1,011 queries)
-    and imports ``prefetch``, while the first requests are in flight; both are done when this returns,
-    also after an error (a failed write is raised)."""
+    disk), behind the progress bars; a fatal model error or Ctrl-C says how to continue the run."""
     todo = [it for it in items if it.key not in done]
     totals, finished = progress_counts([it.condition.name for it in items], list(done.values()))
     bar = ConditionProgress(totals, finished) if show_progress else None
@@ -302,12 +297,9 @@ def _generate(
     try:
         if bar:
             bar.__enter__()
-        with ThreadPoolExecutor(1, thread_name_prefix="agentbench-meanwhile") as meanwhile:
-            written_retrieval = meanwhile.submit(directory.write_retrieval, retrieval)
-            meanwhile.submit(prefetch_modules, prefetch)
-            if todo:
-                asyncio.run(generate_and_execute(todo, work, directory, written))
-        written_retrieval.result()
+        if todo:
+            prefetch_modules(prefetch)
+            asyncio.run(generate_and_execute(todo, work, directory, written))
     except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
         raise type(exc)(
             f"{exc}; the {len(done)} record(s) finished so far are kept in {directory.path}: fix this, then "

@@ -8,16 +8,27 @@ idle between replies). A failed import is left for the real import to report, in
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from importlib import import_module
 
-__all__ = ["import_quietly"]
+__all__ = ["prefetch_modules"]
 
 
-def import_quietly(names: Sequence[str]) -> None:
-    """Import ``names`` in order, stopping silently at the first that fails."""
+def _import_all(names: Sequence[str]) -> None:
     for name in names:
         try:
             import_module(name)
         except Exception:  # noqa: BLE001 - the caller's own import raises it where it belongs
             return
+
+
+def prefetch_modules(names: Sequence[str]) -> threading.Thread | None:
+    """Import ``names`` in a daemon thread (started now); None when there is nothing to import."""
+    if not names:
+        return None
+    thread = threading.Thread(
+        target=_import_all, args=(tuple(names),), name="agentbench-prefetch", daemon=True
+    )
+    thread.start()
+    return thread

@@ -116,23 +116,10 @@ def evaluate_config(
     from .pipeline import run_pipeline
 
     result = run_pipeline(
-        config,
-        client=client,
-        agent=agent,
-        retriever=retriever,
-        show_progress=show_progress,
-        prefetch=AFTER_RUN_MODULES,
+        config, client=client, agent=agent, retriever=retriever, show_progress=show_progress
     )
     _finish(result)
     return result
-
-
-AFTER_RUN_MODULES = (
-    "agentbench.analysis.propagation",
-    "agentbench.analysis.report",
-    "agentbench.analysis.terminal",
-)
-"""What :func:`_finish` and the CLI import once a run's records are in: loaded while the model works."""
 
 
 def _finish(result: RunResult) -> None:

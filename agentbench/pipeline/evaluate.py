@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,6 @@ from ..retrieval.store import check_server
 from .conditions import get_condition, uses_tools
 from .config import RunConfig
 from .plan import WorkItem, context_verdicts, plan_items
-from .prefetch import prefetch_modules
 from .progress_bar import ConditionProgress, progress_counts
 from .records import RecordKey, RunRecord
 from .rundir import RunDirectory, check_writable_dir
@@ -112,7 +110,6 @@ def run_pipeline(
     executor: Executor | None = None,
     exec_cache: ExecCache | None = None,
     retrieval: RetrievalResult | None = None,
-    prefetch: Sequence[str] = (),
 ) -> RunResult:
     """Run (or resume) an end-to-end evaluation: retrieval, reranking, generation and execution under
     each condition, with records appended to the run directory as they finish.
@@ -124,8 +121,6 @@ def run_pipeline(
     Several runs can share work (a matrix, :mod:`.matrix`): ``executor`` is a sandbox executor that stays
     open afterwards, ``exec_cache`` an open execution cache, and ``retrieval`` the retrieval stage's result
     for this pool, retriever and retrieval settings from another run, used instead of retrieving again.
-    ``prefetch`` names modules the caller needs after the run: they are imported in a background thread
-    once generation has started, while the process mostly waits for the model (:func:`.prefetch`).
     """
     check_writable_dir(RunDirectory.path_for(config), "--run-dir")  # before any model loads
     the_agent, client = _make_agent(config, client, agent)
@@ -169,7 +164,6 @@ def run_pipeline(
             retrieval,
             tooled,
             show_progress,
-            prefetch,
         )
     except BaseException:
         directory.abandon()  # a start that failed before its first record leaves no trace
@@ -190,7 +184,6 @@ def _run_in(
     retrieval: RetrievalResult | None,
     tooled: bool,
     show_progress: bool,
-    prefetch: Sequence[str] = (),
 ) -> RunResult:
     """The run's work once its directory is held: retrieval, then every (query, condition) not yet done."""
     config = directory.config
@@ -224,7 +217,7 @@ def _run_in(
             metas={d.corpus_id: d for d in pool.distractors},
             tools=tools,
         )
-        _generate(directory, items, done, work, show_progress, prefetch)
+        _generate(directory, items, done, work, show_progress)
     order = {it.key: i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     return RunResult(directory, config, records, retrieval, llm_stats=_llm_stats(client, the_agent))
@@ -281,7 +274,6 @@ def _generate(
     done: dict[RecordKey, RunRecord],
     work: RunWork,
     show_progress: bool,
-    prefetch: Sequence[str] = (),
 ) -> None:
     """Generate, execute and record every item not in ``done`` (which gains each record once it is on
     disk), behind the progress bars; a fatal model error or Ctrl-C says how to continue the run."""
@@ -298,7 +290,6 @@ def _generate(
         if bar:
             bar.__enter__()
         if todo:
-            prefetch_modules(prefetch)
             asyncio.run(generate_and_execute(todo, work, directory, written))
     except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
         raise type(exc)(

@@ -111,6 +111,11 @@ class _Counters:
             or used + self.last_cost * 5 // 4 >= budget.max_tokens
         )
 
+    def untested(self, test_first: bool, final: bool) -> bool:
+        """Whether the test-first rule still refuses an answer or a submit (no run_tests yet, and not the
+        last reply the budget allows)."""
+        return test_first and self.test_runs == 0 and not final
+
     def stats(self, protocol: ToolProtocol) -> dict[str, Any]:
         stats = {k: v for k, v in vars(self).items() if k not in ("tests_failed", "last_cost")}
         stats["protocol"] = protocol.name
@@ -139,8 +144,8 @@ async def run_tool_loop(
     """Replies and tool results until the model submits, answers with the function and no call, or a
     budget runs out; ``protocol`` says how calls travel (:mod:`.protocol`)."""
     started = time.perf_counter()
-    messages = _system_note(messages, protocol.system_note(tools.visible_tests, budget.test_first))
-    test_first = budget.test_first and bool(tools.visible_tests)
+    test_first = budget.test_first and bool(tools.visible_tests)  # the rule needs tests to run
+    messages = _system_note(messages, protocol.system_note(tools.visible_tests, test_first))
     out = LoopResult(messages=messages)
     n = _Counters()
     last_code = ""
@@ -150,7 +155,7 @@ async def run_tool_loop(
         if n.budget_exhausted:
             break
         final = n.last_reply(budget, used)
-        must_test = test_first and n.test_runs == 0 and not final
+        must_test = n.untested(test_first, final)
         turn = await protocol.ask(llm, messages, function_name, final, must_test)
         n.turns += 1
         if not turn.result.ok:
@@ -180,7 +185,7 @@ async def run_tool_loop(
                 n.budget_exhausted = "tool_calls"
                 break
             n.tool_calls += 1
-            untested = test_first and n.test_runs == 0 and not final  # a run_tests earlier in the turn counts
+            untested = n.untested(test_first, final)  # a run_tests earlier in this turn counts
             text, code, valid = await _run_tool(call, tools, function_name, n, untested)
             last_code = code or last_code
             n.valid_tool_calls += valid

@@ -130,7 +130,7 @@ class NativeProtocol(ToolProtocol):
 
     def system_note(self, visible_tests: Sequence[str], test_first: bool = False) -> str:
         note = "The visible tests run_tests uses are:\n" + "\n".join(visible_tests)
-        return note + "\n" + final_instruction(test_first and bool(visible_tests))
+        return note + "\n" + final_instruction(test_first)
 
     async def ask(
         self,

@@ -190,7 +190,8 @@ class ToolBudgetExhausted(RuntimeError):
 
 
 def text_protocol(visible_tests: Sequence[str], test_first: bool = False) -> str:
-    """The system-prompt section that describes the tools to a model without native function calling."""
+    """The system-prompt section that describes the tools to a model without native function calling;
+    ``test_first``: the test-first rule applies (the loop decides, see :attr:`Budget.test_first`)."""
     specs = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in TOOL_SCHEMAS)
     return (
         "# Tools\n\nYou may call one or more functions to assist with the task.\n\n"
@@ -202,7 +203,7 @@ def text_protocol(visible_tests: Sequence[str], test_first: bool = False) -> str
         "Results come back inside <tool_response></tool_response>. The visible tests run_tests uses are:\n"
         + "\n".join(visible_tests)
         + "\n"
-        + final_instruction(test_first and bool(visible_tests))
+        + final_instruction(test_first)
     )
 
 

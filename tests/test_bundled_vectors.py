@@ -85,7 +85,7 @@ def test_an_edited_pool_is_reported_with_the_regeneration_command() -> None:
     edited.queries[0].query += " (edited)"
     found = problems("humaneval", edited)
     assert len(found) == 2 and all(bundled.REGENERATE in line for line in found), found
-    assert "1 of 623 snippets" in found[0] and "1 of 164 queries" in found[1]
+    assert "1 of 727 snippets" in found[0] and "1 of 164 queries" in found[1]
 
 
 def test_shipped_vectors_serve_a_bundled_pool_without_running_the_model(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from agentbench.execution import Job, make_executor
 from agentbench.execution.cache import ExecCache, run_cached
 from agentbench.pools import load_pool, pool_stats, read_sources
+from agentbench.pools.build_report import read_build_report
 from agentbench.pools.humaneval import (
     HUMANEVAL_DIR,
     HUMANEVAL_POOL_DIR,
@@ -50,10 +51,26 @@ def test_pool_resolves_by_name_and_holds_every_problem(pool) -> None:
     assert (HUMANEVAL_DIR / "left_out.txt").read_text().splitlines()[-1] == "none"
     assert "MIT License" in (HUMANEVAL_DIR / "LICENSE").read_text()
     s = pool_stats(pool)
-    assert s["queries"] == 164 and s["failing_share"]["failing_all"] == 0
-    # the builder's default rules: near misses only, no two of a query alike (docs/pools.md has the numbers)
-    assert s["distractors"] >= 400
+    assert s["queries"] == 164
+    # the builder's default rules: near misses first, no two of a query alike (docs/pools.md has the numbers)
+    assert s["distractors"] >= 500
     assert s["rejected_mutants"]["duplicate_behaviour"] > 0  # build_report.json ships beside the pool
+    with_three = sum(len(q.paired_distractor_corpus_ids) >= 3 for q in pool.queries)
+    assert with_three / 164 >= 0.8  # issue 27's target, reached with the top-up rule
+
+
+def test_distractors_failing_every_assert_only_top_up_short_tasks(pool) -> None:
+    report = read_build_report(HUMANEVAL_POOL_DIR)
+    assert report["top_up"] is True and report["topped_up"] > 0
+    meta = pool.distractor_meta()
+    failing_all = 0
+    for q in pool.queries:
+        ids = q.paired_distractor_corpus_ids
+        crashes = [c for c in ids if len(meta[c].failing_tests) == len(q.test_suite)]
+        failing_all += len(crashes)
+        if crashes:  # only where fewer than 4 near misses exist, and after all of them
+            assert len(ids) - len(crashes) < 4 and ids[len(ids) - len(crashes) :] == crashes, q.query_id
+    assert failing_all == pool_stats(pool)["failing_share"]["failing_all"] > 0
 
 
 def test_function_name_is_the_entry_point_where_helpers_come_first(pool) -> None:
@@ -192,9 +209,29 @@ def test_per_assert_tests_accept_exactly_what_check_accepts(pool) -> None:
         results = run_cached(executor, jobs, ExecCache())
     split, whole = results[0::2], results[1::2]
     assert len(split) == len(pool.corpus)
-    differ = [j.code[:60] for j, a, b in zip(jobs[0::2], split, whole, strict=True) if a.passed != b.passed]
-    assert not differ
+    differ = [(j, a, b) for j, a, b in zip(jobs[0::2], split, whole, strict=True) if a.passed != b.passed]
+    # One exception: a distractor whose edit is in a helper the prompt gives (HumanEval/38's encode_cyclic)
+    # can break the helper so that the entry point inverts it. check() runs the snippet's own helper and
+    # accepts it; the converted asserts run the prompt's helper, as the task states it, and reject it.
+    for job, a, b in differ:
+        qid = next(q.query_id for q in pool.queries if job.code in {pool.snippet(c).code for c in _ids(q)})
+        q = next(q for q in pool.queries if q.query_id == qid)
+        name = q.metadata["function_name"]
+        canonical = pool.snippet(q.correct_corpus_ids[0]).code
+        assert not a.passed and b.passed, job.code[:60]
+        assert _function(job.code, name) == _function(canonical, name), f"{qid}: the entry point is edited"
+    assert len(differ) <= 1
     assert sum(r.passed for r in split) == len(pool.queries)  # the canonicals, and no distractor
+
+
+def _ids(q) -> tuple[str, ...]:
+    return (*q.correct_corpus_ids, *q.paired_distractor_corpus_ids)
+
+
+def _function(code: str, name: str) -> str:
+    import ast
+
+    return next(ast.unparse(n) for n in ast.parse(code).body if getattr(n, "name", None) == name)
 
 
 @pytest.mark.slow

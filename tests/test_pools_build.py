@@ -262,7 +262,7 @@ def crude_built(tmp_path_factory):
     src = tmp_path_factory.mktemp("crude") / "tasks.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in CRUDE_SOURCES))
     with ProcessExecutor() as ex:
-        realistic = build_pool(read_sources(src), ex.run, seed=3, timeout=2)
+        realistic = build_pool(read_sources(src), ex.run, seed=3, timeout=2, top_up=False)
         crude = build_pool(read_sources(src), ex.run, seed=3, timeout=2, realistic=False)
     return realistic, crude
 
@@ -320,6 +320,92 @@ def test_selection_prefers_the_subtlest_mutant_of_each_bug_type() -> None:
     assert [m.code for m, _ in plan.choose(3)] == ["# b 1", "# a 1", "# c 2"]
     plan.verdicts = plan.verdicts[:5]
     assert plan.choose(3) is None  # not every candidate of the exploration budget has run yet
+
+
+def test_a_short_task_is_topped_up_after_every_realistic_candidate() -> None:
+    from agentbench.pools.mutate import Mutant
+    from agentbench.pools.selection import TaskPlan
+
+    def mutant(bug_type: str, n: int) -> Mutant:
+        return Mutant(bug_type, f"# {bug_type} {n}", 1, "", "", "")
+
+    order = [mutant("a", 1), mutant("b", 1)]
+    reserve = [mutant("wrong_constant", 1), mutant("wrong_constant", 2)]
+    plain = TaskPlan(list(order), explore=2, reserve=list(reserve))
+    plain.verdicts = [_verdict("...."), _verdict("FFFF")]  # a1 survives, b1 fails every assert
+    assert plain.choose(3) == []  # without top-up: no realistic candidate, and the reserve stays unused
+    plan = TaskPlan(list(order), explore=2, top_up=True, reserve=list(reserve))
+    plan.verdicts = list(plain.verdicts)
+    assert plan.choose(3) is None  # short: the top-up operators' mutants are evaluated first
+    assert len(plan.order) == 4 and not plan.reserve
+    plan.verdicts += [_verdict("F..."), _verdict("FFFF")]
+    # still short: b1 and the second top-up mutant fail every assert alike, so they are probed first
+    assert plan.choose(3) is None and sorted(plan.want) == [1, 3]
+    plan.probes = {1: ("x",) * 4, 3: ("y",) * 4}
+    chosen = [m.code for m, _ in plan.choose(3)]
+    # the realistic top-up edit first, then the distinct ones failing every assert
+    assert chosen == ["# wrong_constant 1", "# b 1", "# wrong_constant 2"]
+    assert plan.topped_up == {1, 2, 3}
+    plan.probes[3] = plan.probes[1]  # the same values: one behaviour, only one of them tops up
+    assert [m.code for m, _ in plan.choose(3)] == ["# wrong_constant 1", "# b 1"]
+
+
+def test_top_up_operators_edit_constants_outside_the_six_bug_types() -> None:
+    code = (
+        "def f(words, flag=False):\n"
+        '    """True when words hold stop; the join of words."""\n'
+        "    while True:\n"
+        "        break\n"
+        "    for w in words:\n"
+        "        if w == 'stop':\n"
+        "            return True\n"
+        "    return ''.join(words) + ' '.join(words[0].split()) + str(len(words) / 2.0)\n"
+    )
+    assert not [m for m in find_mutants(code) if m.bug_type == "wrong_constant"]
+    extra = {m.description: m for m in find_mutants(code, top_up=True)}
+    assert set(extra) == {
+        "constant False -> True",  # the default argument
+        "constant True -> False",  # the return; `while True` is left alone
+        "join separator '' -> ' '",
+        "join separator ' ' -> ''",
+        "split() -> split(' ')",
+        "constant 2.0 -> 3.0",
+        "constant 2.0 -> 1.0",
+    }
+    assert (
+        extra["constant 2.0 -> 1.0"].crude == "no_op"
+        and extra["constant 2.0 -> 3.0"].bug_type == "off_by_one"
+    )
+    assert all(m.code.count("while True") == 1 and '"""True when words' in m.code for m in extra.values())
+
+
+def test_top_up_fills_a_short_task_and_is_reported(tmp_path: Path) -> None:
+    task = {
+        "id": "padded_length",
+        "query": "total length of the strings joined without a separator, plus two",
+        "code": "def padded_length(parts):\n    return len(''.join(parts)) + 2\n",
+        "tests": [
+            "assert padded_length([]) == 2",
+            "assert padded_length(['ab', 'c']) == 5",
+            "assert padded_length(['abc']) == 5",
+        ],
+    }
+    src = tmp_path / "t.jsonl"
+    src.write_text(json.dumps(task) + "\n")
+    with ProcessExecutor() as ex:
+        short, short_report = build_pool(read_sources(src), ex.run, timeout=2, top_up=False)
+        topped, report = build_pool(read_sources(src), ex.run, timeout=2)
+    # every edit of the six types (+ 3, + 1, - 2) shifts every value: none is realistic
+    assert short.queries[0].paired_distractor_corpus_ids == []
+    assert short_report.to_json()["top_up"] is False and short_report.topped_up == 0
+    ids = topped.queries[0].paired_distractor_corpus_ids
+    meta = topped.distractor_meta()
+    failing = {topped.snippet(c).code: len(meta[c].failing_tests) for c in ids}
+    # the realistic top-up edit first (it fails one assert), then distinct ones failing every assert
+    assert list(failing.items())[0] == ("def padded_length(parts):\n    return len(' '.join(parts)) + 2\n", 1)
+    assert len(failing) == 4 and list(failing.values())[1:] == [3, 3, 3]
+    assert report.topped_up == 4 and report.to_json()["top_up"] is True
+    assert report.rejects["fails_every_assert"] == 0  # the ones used are not counted as rejected
 
 
 SLOW_SOURCE = {

@@ -144,6 +144,23 @@ def test_probe_tells_values_apart_where_verdicts_agree() -> None:
     assert fp["one"][1] == fp["five"][1]  # same value on the second assert
 
 
+def test_probe_records_the_calls_a_setup_helper_makes() -> None:
+    setup = "def _check_loop():\n    for x in range(3):\n        assert f(x) == x\n    return True\n"
+    tests = ["assert _check_loop()"]  # HumanEval's loops become one assert calling a helper
+    codes = {
+        "plus_one": "def f(x):\n    return x + 1\n",
+        "one_plus": "def f(x):\n    return 1 + x\n",
+        "plus_two": "def f(x):\n    return x + 2\n",
+    }
+    with ProcessExecutor() as ex:
+        verdicts = ex.run([Job(c, tuple(tests), 2, setup) for c in codes.values()])
+        probes = ex.run([probe_job(tests, setup, c, 2) for c in codes.values()])
+    assert all(v.results == ["FAIL"] for v in verdicts)  # the verdicts cannot tell them apart
+    fp = dict(zip(codes, (probe_fingerprint(r) for r in probes), strict=True))
+    assert None not in fp.values()
+    assert fp["plus_one"] == fp["one_plus"] != fp["plus_two"]
+
+
 def test_stats_reports_rejections_of_a_built_pool(built, tmp_path: Path) -> None:
     src, _, _ = built
     out = tmp_path / "pool"

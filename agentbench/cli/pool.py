@@ -98,6 +98,14 @@ def build(
             "raising on every assert; by default they are rejected.",
         ),
     ] = False,
+    top_up: Annotated[
+        bool,
+        typer.Option(
+            "--top-up/--no-top-up",
+            help="A task left with fewer than --distractors realistic distractors takes distinct single "
+            "edits that fail every assert, after the realistic ones (the pool `core` was built without).",
+        ),
+    ] = True,
     sandbox: SandboxOpt = "auto",
     workers: WorkersOpt = None,
     ray: RayOpt = None,
@@ -131,6 +139,7 @@ def build(
             name=out.name,
             timeout=timeout,
             realistic=not crude,
+            top_up=top_up,
         )  # a build that drops every task raises here: nothing is written, a pool at --out stays
         if augment:
             pool, augmented = augment_pool(pool, run, seed=seed, inputs=inputs, timeout=timeout)
@@ -153,6 +162,8 @@ def build(
         table.add_row(f"bug type {k}", str(v))
     for k, v in summary["rejects"].items():
         table.add_row(f"rejected mutants: {k}", str(v))
+    if summary["top_up"]:
+        table.add_row("topped up (fail every assert)", str(summary["topped_up"]))
     console.print(table)
     for line in report.dropped_queries:
         console.print(f"[yellow]dropped[/] {line}")

@@ -69,11 +69,29 @@ def _probe_test(test: str) -> str:
     )
 
 
+def _probe_setup(setup: str | None) -> str:
+    """The probe's helpers, then the task's setup with the calls inside its functions recorded too: an
+    assert that calls a checking helper (``assert _check_loop_1()``, HumanEval's loops) makes its calls
+    there. Module-level statements run unchanged."""
+    if not setup:
+        return _PROBE_SETUP
+    try:
+        tree = ast.parse(setup)
+    except SyntaxError:
+        return setup + _PROBE_SETUP
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    if not functions:
+        return setup + _PROBE_SETUP
+    for fn in functions:
+        fn.body = [_RecordCalls().visit(stmt) for stmt in fn.body]
+    return _PROBE_SETUP + ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
 def probe_job(tests: list[str] | tuple[str, ...], setup: str | None, code: str, timeout: float) -> Job:
     """A job whose per-assert verdicts are fingerprints of the snippet's behaviour on each assert: two
     snippets with the same fingerprints return the same values (or raise the same exception types) on
-    every call the asserts make."""
-    return Job(code, tuple(_probe_test(t) for t in tests), timeout, (setup or "") + _PROBE_SETUP)
+    every call the asserts make, directly or through a function of the task's setup."""
+    return Job(code, tuple(_probe_test(t) for t in tests), timeout, _probe_setup(setup))
 
 
 def probe_fingerprint(result: ExecResult) -> tuple[str, ...] | None:

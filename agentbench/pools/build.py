@@ -73,14 +73,16 @@ def build_pool(
     name: str = "pool",
     timeout: float = 10.0,
     realistic: bool = True,
+    top_up: bool = True,
 ) -> tuple[Pool, BuildReport]:
     """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids.
 
     ``realistic=False`` also keeps crude edits and mutants that fail or raise on every assert.
+    ``top_up`` lets a task short of ``distractors`` realistic ones take mutants failing every assert.
 
     A build that drops every task is a :class:`PoolError` naming the first reason: an empty pool is of
     no use, and returning one would let a caller overwrite a good pool with it."""
-    report = BuildReport(queries_in=len(tasks))
+    report = BuildReport(queries_in=len(tasks), top_up=top_up and realistic)
     ids = _task_ids(tasks)
     plans = _plan_tasks(tasks, ids, run, timeout=timeout, seed=seed, realistic=realistic, report=report)
     chosen_by_task = _evaluate(tasks, plans, run, distractors, timeout * MUTANT_CPU_SHARE)
@@ -117,7 +119,7 @@ def _plan_tasks(
         if problem:
             report.dropped_queries.append(f"{ids[idx]}: {problem}")
         else:
-            plans[idx] = _task_plan(t, ids[idx], seed, realistic, report.rejects)
+            plans[idx] = _task_plan(t, ids[idx], seed, realistic, report)
     if not plans:  # before any mutant is executed
         dropped = report.dropped_queries
         first = f"; first: {' '.join(dropped[0].split())[:200]}" if dropped else ""
@@ -140,18 +142,23 @@ def _canonical_problem(task: SourceTask, result: ExecResult) -> str | None:
     return None
 
 
-def _task_plan(task: SourceTask, task_id: str, seed: int, realistic: bool, rejects: Counter) -> TaskPlan:
-    """The task's mutants in a seeded evaluation order; crude ones are counted in ``rejects`` instead
-    unless ``realistic`` is off."""
+def _task_plan(task: SourceTask, task_id: str, seed: int, realistic: bool, report: BuildReport) -> TaskPlan:
+    """The task's mutants in a seeded evaluation order; crude ones are counted in the report's rejects
+    instead unless ``realistic`` is off."""
     candidates = []
     for m in find_mutants(task.code):
         if realistic and m.crude:
-            rejects[m.crude] += 1
+            report.rejects[m.crude] += 1
         else:
             candidates.append(m)
-    order = evaluation_order(candidates, random.Random(f"{seed}:{task_id}"))
+    rng = random.Random(f"{seed}:{task_id}")
+    order = evaluation_order(candidates, rng)
     explore = EXPLORE_PER_BUG_TYPE * len({m.bug_type for m in order})
-    return TaskPlan(order, explore, realistic)
+    reserve: list = []
+    if report.top_up:
+        spare = [m for m in find_mutants(task.code, top_up=True) if not m.crude]
+        reserve = evaluation_order(spare, random.Random(f"{seed}:{task_id}:top-up"))
+    return TaskPlan(order, explore, realistic, top_up=report.top_up, reserve=reserve)
 
 
 def _evaluate(
@@ -204,9 +211,10 @@ def _run_round(
 def _count_rejects(plans: dict[int, TaskPlan], report: BuildReport) -> None:
     """Every evaluated mutant that was not kept, by reason: its verdict, or a behaviour another shares."""
     for p in plans.values():
-        for r in p.verdicts:
-            if reason := reject_reason(r, p.realistic):
+        for i, r in enumerate(p.verdicts):
+            if (reason := reject_reason(r, p.realistic)) and i not in p.topped_up:
                 report.rejects[reason] += 1
+        report.topped_up += len(p.topped_up)
         found = p.distinct(p.kept())
         if found:
             report.rejects["duplicate_behaviour"] += found[1]

@@ -15,13 +15,15 @@ BUILD_REPORT_FILE = "build_report.json"  # beside the pool's JSONL files; read b
 @dataclass
 class BuildReport:
     """What a build kept and rejected: queries in and out, distractors per query, bug types, rejects by
-    reason, and the tasks dropped with why (``build_report.json``)."""
+    reason, the top-up rule and its use, and the tasks dropped with why (``build_report.json``)."""
 
     queries_in: int = 0
     queries_out: int = 0
     distractor_histogram: Counter = field(default_factory=Counter)  # n distractors -> queries
     bug_types: Counter = field(default_factory=Counter)
     rejects: Counter = field(default_factory=Counter)  # reason -> count
+    top_up: bool = True  # whether a short task could take mutants failing every assert
+    topped_up: int = 0  # distractors taken that way
     dropped_queries: list[str] = field(default_factory=list)  # "task: reason"
 
     def to_json(self) -> dict:
@@ -33,6 +35,8 @@ class BuildReport:
             },
             "bug_types": dict(sorted(self.bug_types.items())),
             "rejects": dict(sorted(self.rejects.items())),
+            "top_up": self.top_up,
+            "topped_up": self.topped_up,
             "dropped_queries": self.dropped_queries,
         }
 

@@ -23,6 +23,9 @@ EXPLORE_PER_BUG_TYPE = 3  # candidates per bug type evaluated before choosing, s
 # strikes depends on the machine, so such mutants are never kept.
 RESOURCE_OUTCOMES = (TIMEOUT, "ERROR:MemoryError", "ERROR:RecursionError")
 GUARD_REMOVAL = "remove_edge_case_check"
+# A plausible edit that returns a wrong value on every assert: no near miss, so it is used only to top up a
+# task that has fewer realistic distractors than asked (short functions with short suites have few).
+TOP_UP_REASON = "fails_every_assert"
 
 
 def evaluation_order(mutants: list[Mutant], rng: random.Random) -> list[Mutant]:
@@ -71,15 +74,19 @@ class TaskPlan:
     order: list[Mutant]
     explore: int
     realistic: bool = True
+    top_up: bool = False  # when the realistic ones run short: the reserve, then TOP_UP_REASON mutants
+    reserve: list[Mutant] = field(default_factory=list)  # top-up operators' mutants, evaluated only if short
     verdicts: list[ExecResult] = field(default_factory=list)
     probes: dict[int, tuple[str, ...] | None] = field(default_factory=dict)  # order index -> fingerprint
     want: list[int] = field(default_factory=list)  # candidates to probe before choosing
+    topped_up: set[int] = field(default_factory=set)  # order indices of the chosen top-up distractors
 
-    def kept(self) -> list[tuple[int, Mutant, ExecResult]]:
+    def kept(self, reasons: tuple[str | None, ...] = (None,)) -> list[tuple[int, Mutant, ExecResult]]:
+        """The evaluated candidates whose reject reason is one of ``reasons`` (None: usable)."""
         return [
             (i, m, r)
             for i, (m, r) in enumerate(zip(self.order, self.verdicts, strict=False))
-            if reject_reason(r, self.realistic) is None
+            if reject_reason(r, self.realistic) in reasons
         ]
 
     def distinct(self, kept: list[tuple[int, Mutant, ExecResult]]) -> tuple[list, int] | None:
@@ -117,7 +124,11 @@ class TaskPlan:
 
         Once ``explore`` candidates are evaluated (or all are) and ``n`` usable ones behave differently,
         the choice is made: the least-failing usable mutant of each bug type, types ordered by that
-        share, then the other usable mutants by share. Ties keep the seeded evaluation order.
+        share, then the other usable mutants by share. Ties keep the seeded evaluation order. With
+        ``top_up``, a task that has evaluated every candidate and is still short evaluates its
+        ``reserve`` (the top-up operators' mutants) and chooses again; if still short, it takes distinct
+        mutants failing every assert, after all the realistic ones. ``topped_up`` ends up holding the
+        chosen ones that came from either step.
         """
         kept = self.kept()
         done = len(self.verdicts) >= len(self.order)
@@ -130,10 +141,28 @@ class TaskPlan:
         kept = found[0]
         if not done and len(kept) < n:
             return None
-        ranked = sorted(kept, key=lambda k: (failing_share(k[2]), k[0]))
-        best: dict[str, tuple[int, Mutant, ExecResult]] = {}
-        for k in ranked:
-            best.setdefault(k[1].bug_type, k)
-        first = list(best.values())
-        rest = [k for k in ranked if k not in first]
-        return [(m, r) for _, m, r in (first + rest)[:n]]
+        picked = _subtle_first(kept)[:n]
+        if len(picked) < n and self.top_up and self.realistic:
+            if self.reserve:  # evaluate the top-up operators' mutants, then choose again
+                self.topped_up = set(range(len(self.order), len(self.order) + len(self.reserve)))
+                self.order, self.reserve = self.order + self.reserve, []
+                return None
+            extra = self.distinct(self.kept((TOP_UP_REASON,)))
+            if extra is None:
+                return None
+            more = _subtle_first(extra[0])[: n - len(picked)]
+            picked += more
+            self.topped_up |= {k[0] for k in more}
+        self.topped_up &= {k[0] for k in picked}
+        return [(m, r) for _, m, r in picked]
+
+
+def _subtle_first(kept: list[tuple[int, Mutant, ExecResult]]) -> list[tuple[int, Mutant, ExecResult]]:
+    """The least-failing candidate of each bug type (types ordered by that share), then the others by
+    share; ties keep the seeded evaluation order."""
+    ranked = sorted(kept, key=lambda k: (failing_share(k[2]), k[0]))
+    best: dict[str, tuple[int, Mutant, ExecResult]] = {}
+    for k in ranked:
+        best.setdefault(k[1].bug_type, k)
+    first = list(best.values())
+    return first + [k for k in ranked if k not in first]

@@ -47,7 +47,8 @@ def failing_share_stats(pool: Pool) -> dict:
     """How much of its suite each distractor fails (from ``failing_tests`` in the distractor metadata).
 
     A realistic distractor fails a few asserts: one failing all of them is a crash, not a near-miss, and
-    tells a reader nothing about why a retriever ranked it first.
+    tells a reader little about why a retriever ranked it first. The builder takes such distractors only
+    to top up a task short of near misses (``failing_all`` counts them).
     """
     suites = {q.query_id: len(q.test_suite) for q in pool.queries}
     shares = sorted(

@@ -5,7 +5,8 @@ byte-identical to its canonical outside the one edited line (or the one removed 
 Re-formatting with ``ast.unparse`` would let a retriever tell canonicals from mutants by layout.
 
 The package: :mod:`.source` (the source text and edits of it), :mod:`.sites` (where each operator can
-edit), :mod:`.crude` (edits that leave something nobody writes) and :mod:`.mutants` (the mutants).
+edit), :mod:`.crude` (edits that leave something nobody writes), :mod:`.top_up` (more edits, tried only
+for tasks the six leave short) and :mod:`.mutants` (the mutants).
 """
 
 from .crude import implausible_counts

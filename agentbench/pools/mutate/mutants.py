@@ -9,6 +9,7 @@ from ..models import BUG_TYPES
 from .crude import count_names, implausible_counts
 from .sites import find_sites
 from .source import Source
+from .top_up import find_top_up_sites
 
 __all__ = ["Mutant", "find_mutants", "OPERATORS", "CRUDE_REASONS"]
 
@@ -36,8 +37,9 @@ class Mutant:
     zero: ``len(x) == -1``, ``len(x) < 0``; such a guard never fires, a giveaway no person writes)."""
 
 
-def find_mutants(code: str) -> list[Mutant]:
-    """All syntactically valid single-edit mutants of ``code``, deduplicated, in source order."""
+def find_mutants(code: str, *, top_up: bool = False) -> list[Mutant]:
+    """All syntactically valid single-edit mutants of ``code``, deduplicated, in source order: of the
+    six bug types, or with ``top_up`` of the top-up operators (:mod:`.top_up`)."""
     tree = ast.parse(code)
     src = Source(code)
     canonical_dump = ast.dump(tree)
@@ -45,7 +47,8 @@ def find_mutants(code: str) -> list[Mutant]:
     implausible = implausible_counts(tree, counts)
     seen: set[str] = {code}
     mutants: list[Mutant] = []
-    for bug_type, edit, description, *flag in find_sites(tree, src):
+    sites = find_top_up_sites(tree, src) if top_up else find_sites(tree, src)
+    for bug_type, edit, description, *flag in sites:
         first_line = src.line_of(edit.start)
         last_line = src.line_of(max(edit.start, edit.end - 1))
         if bug_type != "remove_edge_case_check" and first_line != last_line:

@@ -17,6 +17,7 @@ import pytest
 from agentbench.execution import ExecCache, Job, make_executor, run_cached
 from agentbench.pools import build_pool, load_pool, read_sources, write_pool
 from agentbench.pools.augment import AUGMENT_REPORT, augment_pool, generate_inputs, parse_seeds
+from agentbench.pools.augment.heldout import held_out
 
 from .conftest import run_cli
 
@@ -75,6 +76,8 @@ def env(tmp_path_factory: pytest.TempPathFactory):
         pool, _ = build_pool(read_sources(src), run, seed=1, distractors=2)
         augmented, report = augment_pool(pool, run, seed=1, inputs=60)
         again, report_again = augment_pool(pool, run, seed=1, inputs=60)
+        held = held_out(augmented, run, seed=2, inputs=60)  # fresh inputs, the same mutants
+        bare = held_out(pool, run, seed=2, inputs=60)  # the pool before augmenting
         wrong = {
             name: run([Job(WRONG, tuple(q.test_suite), 10.0)])[0]
             for name, q in (
@@ -91,6 +94,8 @@ def env(tmp_path_factory: pytest.TempPathFactory):
         "again": again,
         "report_again": report_again,
         "wrong": wrong,
+        "held": held,
+        "bare": bare,
     }
     cache.close()
     mp.undo()
@@ -140,6 +145,18 @@ def test_wrong_solution_passes_originals_and_fails_augmented(env) -> None:
     row = env["report"].tasks[0]
     assert row.non_equivalent > 0 and row.killed_by_added == row.non_equivalent
     assert row.score(True) > row.score(False)
+
+
+def test_held_out_inputs_score_the_augmented_asserts(env) -> None:
+    held, bare = env["held"], env["bare"]
+    first = held.tasks[0]
+    # seed 2's inputs expose the boundary mutant (x > t) again, and the asserts seed 1 added kill it
+    assert first.query_id == "q_0001" and first.added >= 1
+    assert first.non_equivalent >= 1 and first.killed_by_added == first.non_equivalent
+    assert held.summary()["held_out_reduction"] == 1.0
+    # without augmented asserts the same survivors are exposed and none is killed
+    assert [t.non_equivalent for t in bare.tasks] == [t.non_equivalent for t in held.tasks]
+    assert bare.summary()["held_out_reduction"] == 0.0 and all(t.added == 0 for t in bare.tasks)
 
 
 def test_nondeterministic_inputs_are_dropped_and_counted(env) -> None:

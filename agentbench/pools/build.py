@@ -78,7 +78,8 @@ def build_pool(
     """Verify canonicals, generate and verify mutants, and assemble the pool with sequential ids.
 
     ``realistic=False`` also keeps crude edits and mutants that fail or raise on every assert.
-    ``top_up`` lets a task short of ``distractors`` realistic ones take mutants failing every assert.
+    ``top_up`` lets a task short of ``distractors`` realistic ones try the top-up operators' edits and
+    then take mutants failing every assert (:meth:`TaskPlan.choose`).
 
     A build that drops every task is a :class:`PoolError` naming the first reason: an empty pool is of
     no use, and returning one would let a caller overwrite a good pool with it."""
@@ -151,8 +152,7 @@ def _task_plan(task: SourceTask, task_id: str, seed: int, realistic: bool, repor
             report.rejects[m.crude] += 1
         else:
             candidates.append(m)
-    rng = random.Random(f"{seed}:{task_id}")
-    order = evaluation_order(candidates, rng)
+    order = evaluation_order(candidates, random.Random(f"{seed}:{task_id}"))
     explore = EXPLORE_PER_BUG_TYPE * len({m.bug_type for m in order})
     reserve: list = []
     if report.top_up:

@@ -202,3 +202,74 @@ def test_sources_are_readable_toml_per_domain() -> None:
     files = sorted(p.stem for p in CORE_SOURCES_DIR.glob("*.toml"))
     assert files == sorted(DOMAINS)
     assert len(read_sources(CORE_SOURCES_DIR)) >= 1000
+
+
+# Issue 27's review named plausible wrong solutions that passed every assert of these core v3 tasks; the
+# suites now reject each of them (the same function name, so it runs against the task's own asserts).
+WRONG_SOLUTIONS = {
+    "q_0906": (  # only spaces removed: tabs and newlines are whitespace too
+        "def equals_ignoring_whitespace(a, b):\n    return a.replace(' ', '') == b.replace(' ', '')\n"
+    ),
+    "q_0917": (  # int(s, 16) accepts a 0x prefix and surrounding blanks
+        "def hex_byte_string_is_valid(s):\n"
+        "    if len(s) == 0 or len(s) % 2 != 0:\n"
+        "        return False\n"
+        "    try:\n"
+        "        int(s, 16)\n"
+        "    except ValueError:\n"
+        "        return False\n"
+        "    return True\n"
+    ),
+    "q_0975": (  # str.isdigit accepts non-ASCII digits, which the spec rules out
+        "def parse_bounded_int(text, lo, hi):\n"
+        "    digits = text[1:] if text.startswith('-') else text\n"
+        "    if not digits.isdigit():\n"
+        "        return None\n"
+        "    value = int(text)\n"
+        "    return value if lo <= value <= hi else None\n"
+    ),
+    "q_0328": (  # every year 365 days long
+        "from datetime import datetime\n"
+        "def decimal_year_fraction(dt):\n"
+        "    return dt.year + (dt - datetime(dt.year, 1, 1)).total_seconds() / (365 * 86400)\n"
+    ),
+    "q_0102": (  # |a - b| for a ^ b
+        "def closest_by_xor(nums, target):\n"
+        "    best = -1\n"
+        "    for i in range(len(nums)):\n"
+        "        if best == -1 or abs(nums[i] - target) < abs(nums[best] - target):\n"
+        "            best = i\n"
+        "    return best\n"
+    ),
+    "q_0579": (  # q_0687's minimum pairing for the dot product
+        "def dot_product(u, v):\n"
+        "    if len(u) != len(v):\n"
+        "        return None\n"
+        "    return sum(x * y for x, y in zip(sorted(u), sorted(v, reverse=True)))\n"
+    ),
+}
+
+
+def test_weak_suites_of_the_review_reject_the_wrong_solutions_it_named() -> None:
+    from agentbench.execution import Job, ProcessExecutor
+
+    pool = load_pool("core")
+    queries = {q.query_id: q for q in pool.queries}
+    jobs = [
+        Job(code, tuple(queries[qid].test_suite), 5.0, queries[qid].test_setup or "")
+        for qid, code in WRONG_SOLUTIONS.items()
+    ]
+    canon = [
+        Job(
+            pool.snippet(queries[qid].correct_corpus_ids[0]).code,
+            tuple(queries[qid].test_suite),
+            5.0,
+            queries[qid].test_setup or "",
+        )
+        for qid in WRONG_SOLUTIONS
+    ]
+    with ProcessExecutor() as ex:
+        wrong, right = ex.run(jobs), ex.run(canon)
+    assert all(r.passed for r in right)
+    survivors = [qid for qid, r in zip(WRONG_SOLUTIONS, wrong, strict=True) if r.passed or r.infra_error]
+    assert not survivors, f"these suites still accept a named wrong solution: {survivors}"

@@ -155,6 +155,24 @@ def test_execution_catches_failing_canonical_and_passing_distractor(tmp_path: Pa
     assert any("distractor c_0002 of q_0001 passes every assert" in p for p in problems), problems
 
 
+def test_execution_checks_the_canonical_on_augmented_tests_too(tmp_path: Path) -> None:
+    rows = tiny_rows()
+    _q(rows)["augmented_tests"] = ["assert add_one(-1) == 0", "assert add_one(2) == 4", "assert add_one(("]
+    scan = scan_pool(write_rows(tmp_path / "aug", rows))
+    structural = [str(p) for p in structural_problems(scan)]
+    assert any("q_0001 augmented test 2 does not parse" in p for p in structural), structural
+    _q(rows)["augmented_tests"] = _q(rows)["augmented_tests"][:2]
+    scan = scan_pool(write_rows(tmp_path / "aug2", rows))
+    with ProcessExecutor() as ex:
+        problems = [str(p) for p in execution_problems(scan.pool, ex)]
+    # the canonical fails the second added assert (a wrong expected value); the distractor is judged on
+    # the original asserts, which it fails
+    assert (
+        problems == [problems[0]]
+        and "canonical c_0001 of q_0001 fails asserts augmented 1:FAIL" in problems[0]
+    )
+
+
 def test_validate_execute_cli(tiny_pool: Path) -> None:
     res = run_cli("pool", "validate", str(tiny_pool), "--execute", "--sandbox", "process")
     assert res.returncode == 0, res.stderr

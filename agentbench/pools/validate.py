@@ -64,6 +64,10 @@ def structural_problems(scan: ScanResult) -> list[Problem]:
             err = _parse_error(test)
             if err:
                 out.append(Problem(Q, line, f"{q.query_id} test {i} does not parse ({err})"))
+        for i, test in enumerate(q.augmented_tests or ()):
+            err = _parse_error(test)
+            if err:
+                out.append(Problem(Q, line, f"{q.query_id} augmented test {i} does not parse ({err})"))
         both = set(q.correct_corpus_ids) & set(q.paired_distractor_corpus_ids)
         if both:
             out.append(Problem(Q, line, f"{q.query_id} lists {sorted(both)} as both correct and distractor"))
@@ -196,9 +200,10 @@ RunJobs = Callable[[list[Job]], list[ExecResult]]
 
 
 def execution_problems(pool: Pool, run: RunJobs | Executor) -> list[Problem]:
-    """Every canonical must pass all its asserts and every distractor must fail at least one."""
+    """Every canonical must pass all its asserts (the augmented ones too: a run scores on them by
+    default) and every distractor must fail at least one original assert."""
     snippets = {s.corpus_id: s for s in pool.corpus}
-    plan: list[tuple[str, str, bool]] = []  # (query_id, corpus_id, should_pass)
+    plan: list[tuple[str, str, bool, int]] = []  # (query_id, corpus_id, should_pass, original asserts)
     jobs: list[Job] = []
     for q in pool.queries:
         tests = tuple(q.test_suite)
@@ -206,15 +211,20 @@ def execution_problems(pool: Pool, run: RunJobs | Executor) -> list[Problem]:
             (c, False) for c in q.paired_distractor_corpus_ids
         ]:
             if cid in snippets and tests:
-                plan.append((q.query_id, cid, should_pass))
-                jobs.append(Job(snippets[cid].code, tests, setup=q.test_setup or ""))
+                run_tests = tests + tuple(q.augmented_tests or ()) if should_pass else tests
+                plan.append((q.query_id, cid, should_pass, len(tests)))
+                jobs.append(Job(snippets[cid].code, run_tests, setup=q.test_setup or ""))
     results = run.run(jobs) if isinstance(run, Executor) else run(jobs)
     out: list[Problem] = []
-    for (qid, cid, should_pass), res in zip(plan, results, strict=True):
+    for (qid, cid, should_pass, n), res in zip(plan, results, strict=True):
         if res.infra_error:
             out.append(Problem(C, None, f"{cid} could not be executed for {qid}: {res.infra_error}"))
         elif should_pass and not res.passed:
-            failing = [f"{i}:{r}" for i, r in enumerate(res.results) if r != "pass"]
+            failing = [
+                f"{i}:{r}" if i < n else f"augmented {i - n}:{r}"
+                for i, r in enumerate(res.results)
+                if r != "pass"
+            ]
             out.append(Problem(C, None, f"canonical {cid} of {qid} fails asserts {', '.join(failing[:5])}"))
         elif not should_pass and res.passed:
             out.append(Problem(C, None, f"distractor {cid} of {qid} passes every assert (not a bug)"))

@@ -70,7 +70,11 @@ def test_distractors_failing_every_assert_only_top_up_short_tasks(pool) -> None:
         failing_all += len(crashes)
         if crashes:  # only where fewer than 4 near misses exist, and after all of them
             assert len(ids) - len(crashes) < 4 and ids[len(ids) - len(crashes) :] == crashes, q.query_id
-    assert failing_all == pool_stats(pool)["failing_share"]["failing_all"] > 0
+    stats = pool_stats(pool)
+    assert failing_all == stats["failing_share"]["failing_all"] > 0
+    assert stats["top_up"] == {"rule": True, "distractors": report["topped_up"]}
+    assert pool_stats(load_pool("core"))["top_up"] == {"rule": False, "distractors": 0}
+    assert "top-up rule" in run_cli("pool", "stats", "humaneval").stdout
 
 
 def test_function_name_is_the_entry_point_where_helpers_come_first(pool) -> None:

@@ -331,6 +331,8 @@ def stats(
             table.add_row(f"  distractors failing {k}", str(v))
     for k, v in (s.get("rejected_mutants") or {}).items():
         table.add_row(f"rejected mutants: {k}", str(v))
+    if top_up := s.get("top_up"):
+        table.add_row("top-up rule", f"on, {top_up['distractors']} distractors" if top_up["rule"] else "off")
     console.print(table)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from typing import Any
 
 from .build_report import read_build_report
 from .models import Pool
@@ -31,7 +32,17 @@ def pool_stats(pool: Pool) -> dict:
         "bug_types": dict(sorted(Counter(s.bug_type for s in pool.corpus if s.bug_type).items())),
         "failing_share": failing_share_stats(pool),
         "rejected_mutants": rejected_mutants(pool),
+        "top_up": top_up_stats(pool),
     }
+
+
+def top_up_stats(pool: Pool) -> dict[str, Any] | None:
+    """Whether the build's top-up rule was on and how many distractors it gave (from the build report);
+    None for a pool without one, or built before the rule was recorded."""
+    report = read_build_report(pool.path) if pool.path else None
+    if not report or not isinstance(report.get("top_up"), bool):
+        return None
+    return {"rule": report["top_up"], "distractors": int(report.get("topped_up") or 0)}
 
 
 def rejected_mutants(pool: Pool) -> dict[str, int] | None:

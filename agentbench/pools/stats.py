@@ -19,6 +19,7 @@ def pool_stats(pool: Pool) -> dict:
     per_query = Counter(len(q.paired_distractor_corpus_ids) for q in pool.queries)
     paired = {c for q in pool.queries for c in q.paired_distractor_corpus_ids}
     n = len(pool.queries)
+    report = read_build_report(pool.path) if pool.path else None
     return {
         "pool": pool.name,
         "queries": n,
@@ -31,23 +32,21 @@ def pool_stats(pool: Pool) -> dict:
         "share_with_4_distractors": round(per_query[4] / n, 4) if n else 0.0,
         "bug_types": dict(sorted(Counter(s.bug_type for s in pool.corpus if s.bug_type).items())),
         "failing_share": failing_share_stats(pool),
-        "rejected_mutants": rejected_mutants(pool),
-        "top_up": top_up_stats(pool),
+        "rejected_mutants": rejected_mutants(report),
+        "top_up": top_up_stats(report),
     }
 
 
-def top_up_stats(pool: Pool) -> dict[str, Any] | None:
+def top_up_stats(report: dict | None) -> dict[str, Any] | None:
     """Whether the build's top-up rule was on and how many distractors it gave (from the build report);
     None for a pool without one, or built before the rule was recorded."""
-    report = read_build_report(pool.path) if pool.path else None
     if not report or not isinstance(report.get("top_up"), bool):
         return None
     return {"rule": report["top_up"], "distractors": int(report.get("topped_up") or 0)}
 
 
-def rejected_mutants(pool: Pool) -> dict[str, int] | None:
+def rejected_mutants(report: dict | None) -> dict[str, int] | None:
     """Mutants the build rejected, by reason (from the pool's build report); None when it has none."""
-    report = read_build_report(pool.path) if pool.path else None
     rejects = report.get("rejects") if report else None
     if not isinstance(rejects, dict):
         return None

@@ -248,3 +248,99 @@ def test_shipped_humaneval_pool_is_what_the_sources_build(tmp_path: Path) -> Non
     assert json.loads(res.stdout)["dropped_queries"] == []
     for name in ("queries.jsonl", "corpus.jsonl", "distractor_metadata.jsonl"):
         assert (out / name).read_bytes() == (HUMANEVAL_POOL_DIR / name).read_bytes(), name
+
+
+# docs/augment.md's review: asserts `pool augment humaneval` adds (seed 0) whose expected value is the
+# canonical's answer on an input the docstring leaves undefined or rules out. Each comes with a solution
+# that follows the docstring: it passes the task's own asserts and fails the added one.
+_OUT_OF_SPEC = {
+    "HumanEval/6": (
+        "parse_nested_parens(')') == [0]",
+        "def parse_nested_parens(paren_string):\n"
+        "    out = []\n"
+        "    for group in paren_string.split():\n"
+        "        depth = deepest = 0\n"
+        "        for c in group:\n"
+        "            depth += 1 if c == '(' else -1\n"
+        "            if depth < 0:\n"
+        "                raise ValueError('unbalanced group')\n"
+        "            deepest = max(deepest, depth)\n"
+        "        out.append(deepest)\n"
+        "    return out\n",
+    ),
+    "HumanEval/43": (
+        "pairs_sum_to_zero([1, 3, 5, 0, 0]) == True",
+        "def pairs_sum_to_zero(l):\n    s = set(l)\n    return any(-x in s for x in s if x != 0)\n",
+    ),
+    "HumanEval/59": (
+        "largest_prime_factor(331) == 331",
+        "def largest_prime_factor(n):\n"
+        "    largest = 1\n"
+        "    for j in range(2, n):\n"
+        "        if n % j == 0 and all(j % k for k in range(2, j)):\n"
+        "            largest = j\n"
+        "    return largest\n",
+    ),
+    "HumanEval/94": (
+        "skjkasdkd([9386]) == 0",
+        "def skjkasdkd(lst):\n"
+        "    def prime(n):\n"
+        "        return n > 1 and all(n % k for k in range(2, int(n ** 0.5) + 1))\n"
+        "    return sum(int(d) for d in str(max(x for x in lst if prime(x))))\n",
+    ),
+    "HumanEval/124": (
+        "valid_date('0002-13-12') == True",
+        "import re\n\n"
+        "def valid_date(date):\n"
+        "    if not re.fullmatch(r'\\d{2}-\\d{2}-\\d{4}', date):\n"
+        "        return False\n"
+        "    m, d = int(date[:2]), int(date[3:5])\n"
+        "    if not 1 <= m <= 12:\n"
+        "        return False\n"
+        "    days = 29 if m == 2 else 30 if m in (4, 6, 9, 11) else 31\n"
+        "    return 1 <= d <= days\n",
+    ),
+    "HumanEval/129": (
+        "minPath([[11, 8, 7, 2], [5, 16, 14, 4], [12, 13, 10, 1]], 9) == [1, 10, 1, 10, 1, 10, 1, 10, 1]",
+        "def minPath(grid, k):\n"
+        "    n = len(grid)\n"
+        "    i, j = next((i, j) for i in range(n) for j in range(n) if grid[i][j] == 1)\n"
+        "    near = [grid[a][b] for a, b in ((i - 1, j), (i + 1, j), (i, j - 1), (i, j + 1))\n"
+        "            if 0 <= a < n and 0 <= b < n]\n"
+        "    return [1 if t % 2 == 0 else min(near) for t in range(k)]\n",
+    ),
+    "HumanEval/135": (
+        "can_arrange([1, 2, 4, 3, 3, 5]) == 3",
+        "def can_arrange(arr):\n"
+        "    return max((i for i in range(1, len(arr)) if arr[i] <= arr[i - 1]), default=-1)\n",
+    ),
+    "HumanEval/140": (
+        "fix_spaces('Exa  ') == 'Exa_'",
+        "import re\n\ndef fix_spaces(text):\n    return re.sub(' {3,}', '-', text).replace(' ', '_')\n",
+    ),
+}
+
+
+def test_bundled_pools_ship_no_augmented_tests() -> None:
+    """The bundled pools score on their original asserts (docs/augment.md says why)."""
+    for name in ("core", "humaneval"):
+        assert not load_pool(name).has_augmented_tests, name
+
+
+@pytest.mark.docker
+def test_out_of_spec_added_asserts_fail_solutions_that_follow_the_docstring(pool) -> None:
+    require_docker()
+    by_entry = {q.entry_id: q for q in pool.queries}
+    jobs = []
+    for entry, (added, solution) in _OUT_OF_SPEC.items():
+        q = by_entry[entry]
+        jobs.append(Job(solution, tuple(q.test_suite), setup=q.test_setup or ""))
+        jobs.append(Job(solution, (f"assert {added}",), setup=q.test_setup or ""))
+        jobs.append(Job(pool.snippet(q.correct_corpus_ids[0]).code, (f"assert {added}",)))
+    with make_executor("docker") as executor:
+        results = run_cached(executor, jobs, ExecCache())
+    for i, entry in enumerate(_OUT_OF_SPEC):
+        own, added, canonical = results[3 * i : 3 * i + 3]
+        assert own.passed, f"{entry}: the docstring-following solution fails the task's asserts {own.results}"
+        assert not added.passed and added.infra_error is None, f"{entry}: it passes the added assert"
+        assert canonical.passed, f"{entry}: the canonical fails the added assert"

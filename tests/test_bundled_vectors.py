@@ -8,16 +8,18 @@
   run reads it and ranked by the real retrieval path, every core query's float32 top 11 and own-snippet
   order recorded when it was built; the exact-row selection fixes orders that plain float16 and int16 flip
   (synthetic near-duplicates);
-- exec@k, every results-file row and every query's ranking are identical with the shipped vectors and with
-  vectors computed now: all of humaneval (full rankings, bit for bit) and a seeded sample of core queries
-  with their own snippets (each top 10; the full core, 5,012 snippets, takes minutes to embed:
-  bench/bundled_vectors.py --rankings checks it).
+- exec@k, every results-file row and every query's ranking agree with the shipped vectors and with vectors
+  computed now: all of humaneval (full rankings, bit for bit on a machine that computes the vectors as the
+  build's did; elsewhere, and with vectors moved as another CPU moves them, up to scores within 1e-5) and a
+  seeded sample of core queries with their own snippets (the full core, 5,012 snippets, takes minutes to
+  embed: bench/bundled_vectors.py --rankings checks it).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from itertools import combinations, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -173,8 +175,9 @@ def test_a_corrupt_file_is_ignored_with_one_warning_and_everything_is_embedded(
     searcher = open_searcher(small, embedder, store_dir=tmp_path / "stores", progress=False)
     searcher.search_many([q.query for q in small.queries], 3)
     assert embedder.shipped is None
-    assert embedder.encoded_texts == len(small.corpus) + len(small.queries)  # all computed, none shipped
-    assert len(embedder.cache) == embedder.encoded_texts  # and the cache works as without shipped vectors
+    computed = embedder.encoded_texts + embedder.shared_texts  # shared: the same input as another text
+    assert computed == len(small.corpus) + len(small.queries)  # all computed, none shipped
+    assert len(embedder.cache) == computed  # and the cache works as without shipped vectors
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert "corrupt" in warnings[0].getMessage() and bundled.REGENERATE in warnings[0].getMessage()
@@ -183,31 +186,60 @@ def test_a_corrupt_file_is_ignored_with_one_warning_and_everything_is_embedded(
 # ------------------------------------------------------------------ identity with fresh vectors
 
 
+NOISE = 1e-5
+"""Scores closer than this may come out in either order when the vectors are computed on another CPU:
+float32 sums in another order differ in the last bits (about 1e-7 in a score; core's int16 rows move a
+score by up to 9e-6). Exact ties are not noise: they are broken by the tie-break alike everywhere."""
+
+
 def _pools() -> dict[str, object]:
     core = load_pool("core")
     sample = sorted(random.Random(0).sample(range(len(core.queries)), CORE_SAMPLE))
     return {"humaneval": load_pool("humaneval"), "core-sample": core.only([core.queries[i] for i in sample])}
 
 
+def _as_on_another_cpu(embedder) -> None:
+    """Every vector the model computes moves by a few float32 ulps, as another CPU's kernels move it."""
+    rng = np.random.default_rng(0)
+    encode = embedder._encode
+
+    def noisy(texts, kind):
+        vectors = np.asarray(encode(texts, kind), dtype=np.float32)
+        return vectors * (1 + rng.normal(0, 3e-7, vectors.shape)).astype(np.float32)
+
+    embedder._encode = noisy
+
+
 @pytest.fixture(scope="module")
 def both_ways(tmp_path_factory) -> dict[str, dict]:
-    """Per pool, the retrieval results and every query's full ranking with the shipped vectors and with
-    vectors computed now (the same pool under another directory, so nothing is shipped; empty caches)."""
+    """Per pool, the retrieval results and every query's full ranking with the shipped vectors, with
+    vectors computed now (the same pool under another directory, so nothing is shipped; empty caches)
+    and, for humaneval, with vectors computed now as another CPU would compute them."""
     tmp = tmp_path_factory.mktemp("bundled")
     out: dict[str, dict] = {}
     with ProcessExecutor(workers=2) as executor, ExecCache() as exec_cache:
         for name, pool in _pools().items():
             elsewhere = pool.model_copy(update={"path": str(tmp / name / "copy")})
-            runs = {}
-            for way, p in (("shipped", pool), ("fresh", elsewhere)):
+            runs = {"pool": pool}
+            ways = [("shipped", pool), ("fresh", elsewhere)]
+            if name == "humaneval":
+                ways.append(("another-cpu", elsewhere))
+            for way, p in ways:
                 embedder = minilm().use_cache(EmbeddingCache(tmp / name / way / "emb"))
+                if way == "another-cpu":
+                    _as_on_another_cpu(embedder)
                 settings = RetrievalSettings(store_dir=str(tmp / name / way / "stores"))
                 result = evaluate_retrieval(
                     p, embedder, executor, settings, exec_cache=exec_cache, progress=False
                 )
                 searcher = open_searcher(p, embedder, store_dir=settings.store_dir, progress=False)
                 full = searcher.search_many([q.query for q in p.queries], len(p.corpus))
-                runs[way] = {"result": result, "full": full, "encoded": embedder.encoded_texts}
+                runs[way] = {
+                    "result": result,
+                    "full": full,
+                    "encoded": embedder.encoded_texts,
+                    "shared": embedder.shared_texts,
+                }
             runs["n_texts"] = len(pool.corpus) + len(pool.queries)
             out[name] = runs
     return out
@@ -220,32 +252,77 @@ def _without_scores(rows: list[dict]) -> tuple[list[dict], list[float]]:
     return bare, scores
 
 
+def _unsettled(a: dict[str, float], b: dict[str, float], ids: set[str]) -> bool:
+    """Whether two of ``ids`` score within NOISE of each other in ``a`` or ``b``, other than exactly tied
+    in both: their order, and so the query's rows and diagnostics, may differ between the two."""
+    for x, y in combinations(sorted(ids), 2):
+        if a[x] == a[y] and b[x] == b[y]:
+            continue  # the tie-break orders them alike
+        if min(abs(a[x] - a[y]), abs(b[x] - b[y])) < NOISE:
+            return True
+    return False
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["humaneval", "core-sample"])
-def test_exec_at_k_and_every_ranking_are_identical_with_shipped_and_fresh_vectors(
-    both_ways, name: str
+@pytest.mark.parametrize(
+    ("name", "way"), [("humaneval", "fresh"), ("humaneval", "another-cpu"), ("core-sample", "fresh")]
+)
+def test_exec_at_k_and_every_ranking_agree_with_shipped_and_fresh_vectors(
+    both_ways, name: str, way: str
 ) -> None:
-    """humaneval ships float32 and is embedded fresh exactly as the shipped file was (the whole pool, the
-    same batches), so its full rankings and even the similarities are bit for bit the same. Core ships
-    int16 with exact rows: each query's top 10 is identical (the build guarantees the top 11 on the whole
-    pool; this sample is another corpus, embedded in other batches), the similarities agree to 2e-5."""
+    """The shipped vectors give the results vectors computed now give. Where this machine computes the
+    humaneval vectors bit for bit as the machine that built the file (same kernels, same batches), all
+    of it is identical: full rankings, similarities, metrics, intervals. Elsewhere (core's int16 rows;
+    another CPU, simulated by moving every computed vector by a few ulps) each ranking is a valid ranking
+    of the other's scores to within NOISE, and every query with no two of its top 11 or own snippets
+    closer than NOISE (exact ties aside) has identical results-file rows; the metrics differ by at most
+    the share of queries that have such a pair (none: identical)."""
     runs = both_ways[name]
-    shipped, fresh = runs["shipped"], runs["fresh"]
-    assert shipped["encoded"] == 0 and fresh["encoded"] == runs["n_texts"]  # really one of each
-    a, b = shipped["result"].to_json_dict(), fresh["result"].to_json_dict()
-    for key in ("metrics", "ci95", "diagnostics", "n_queries", "n_corpus"):
-        assert a[key] == b[key], key  # exec@k and every other metric, intervals, diagnostics
+    pool, shipped, other = runs["pool"], runs["shipped"], runs[way]
+    assert shipped["encoded"] == 0 and other["encoded"] + other["shared"] == runs["n_texts"]  # one of each
+    if name == "humaneval":
+        assert other["shared"] >= 24  # snippets MiniLM sees as one input (one vector: exact ties everywhere)
+    a, b = shipped["result"].to_json_dict(), other["result"].to_json_dict()
     (rows_a, sim_a), (rows_b, sim_b) = _without_scores(a["per_query"]), _without_scores(b["per_query"])
-    assert rows_a == rows_b  # every top-10 row: ids, order, labels, verdicts
-    exact = name == "humaneval"
-    np.testing.assert_allclose(sim_a, sim_b, rtol=0, atol=0 if exact else 2e-5)
-    depth = a["n_corpus"] if exact else build.TOP_RESULTS
-    for q_shipped, q_fresh in zip(shipped["full"], fresh["full"], strict=True):
-        assert len(q_shipped) == a["n_corpus"]
-        ids = [h.corpus_id for h in q_shipped[:depth]], [h.corpus_id for h in q_fresh[:depth]]
-        assert ids[0] == ids[1]  # humaneval: the full ranking; core: the top 10
-        if exact:
-            assert [h.score for h in q_shipped] == [h.score for h in q_fresh]
+    np.testing.assert_allclose(sim_a, sim_b, rtol=0, atol=2 * NOISE)
+    assert a["n_queries"] == b["n_queries"] and a["n_corpus"] == b["n_corpus"]
+    if name == "humaneval" and way == "fresh" and sim_a == sim_b:  # this machine computes what the build did
+        for key in ("metrics", "ci95", "diagnostics"):
+            assert a[key] == b[key], key
+        assert rows_a == rows_b
+        for q_shipped, q_fresh in zip(shipped["full"], other["full"], strict=True):
+            assert [(h.corpus_id, h.score) for h in q_shipped] == [(h.corpus_id, h.score) for h in q_fresh]
+        return
+    if way == "another-cpu":
+        assert sim_a != sim_b  # really moved
+    affected = set()
+    for i, (q, q_shipped, q_other) in enumerate(
+        zip(pool.queries, shipped["full"], other["full"], strict=True)
+    ):
+        s = {h.corpus_id: h.score for h in q_shipped}
+        o = {h.corpus_id: h.score for h in q_other}
+        assert s.keys() == o.keys() and len(s) == a["n_corpus"]
+        top = [h.corpus_id for h in q_shipped[: build.TOP]]
+        # the shipped top 11 is a valid top 11 of the other scores, to within NOISE
+        assert all(o[x] >= o[y] - NOISE for x, y in pairwise(top))
+        assert min(o[x] for x in top) >= max(v for c, v in o.items() if c not in top) - NOISE
+        if name == "humaneval":  # float32 both ways: the whole ranking
+            order = [h.corpus_id for h in q_shipped]
+            assert all(o[x] >= o[y] - NOISE for x, y in pairwise(order))
+        watched = set(top) | {h.corpus_id for h in q_other[: build.TOP]}
+        watched |= set(q.correct_corpus_ids + q.paired_distractor_corpus_ids)
+        if _unsettled(s, o, watched):
+            affected.add(i)
+        else:
+            assert rows_a[i] == rows_b[i], q.query_id
+    assert len(affected) <= 0.1 * len(pool.queries), sorted(affected)
+    if not affected:
+        for key in ("metrics", "ci95", "diagnostics"):
+            assert a[key] == b[key], key
+        return
+    bound = 2 * len(affected) / len(pool.queries) + 1e-9  # a query moves a mean of [-1, 1] values
+    for metric, value in a["metrics"].items():
+        assert abs(value - b["metrics"][metric]) <= bound, metric
 
 
 @pytest.mark.slow

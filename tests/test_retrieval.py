@@ -203,6 +203,30 @@ def test_bm25_ranks_by_identifier_words_with_deterministic_ties(tmp_path: Path) 
     assert all(s == 0 for s in searcher.score_all(["zzz unknown"])[0])
 
 
+def test_texts_the_model_sees_as_one_input_get_one_vector(tmp_path: Path) -> None:
+    """MiniLM's tokenizer drops what tells ``''.join`` from ``' '.join`` (humaneval has 24 such canonical
+    and distractor pairs): they get one vector, whatever batches they fall in or the cache holds, so they
+    tie exactly and the tie-break orders them on every machine (computed apart, on some CPUs they differed
+    in the last bits and a diagnostic changed with the machine)."""
+    same = ["def glue(xs):\n    return ''.join(xs)\n", "def glue(xs):\n    return ' '.join(xs)\n"]
+    other = "def glue(xs):\n    return '-'.join(xs)\n"
+    fillers = [f"def f{i}(x):\n    return x + {i} * (x - {i})\n" for i in range(5)]
+    embedder = parse_embedder("minilm").use_cache(EmbeddingCache(tmp_path / "emb"))
+    embedder.batch_size = 2  # the two land in different batches
+    v = embedder.embed_documents([same[0], *fillers, same[1], other])
+    assert np.array_equal(v[0], v[6]) and not np.allclose(v[0], v[7], atol=1e-3)
+    assert embedder.encoded_texts == 7 and embedder.shared_texts == 1
+    assert len(embedder.cache) == 8  # the shared vector is cached under both texts
+
+    # one cached by an earlier run (in a batch of other lengths), the other new: it takes the cached vector
+    first = parse_embedder("minilm").use_cache(EmbeddingCache(tmp_path / "emb2"))
+    cached = first.embed_documents([same[0], fillers[0], fillers[1]])[0]
+    later = parse_embedder("minilm").use_cache(EmbeddingCache(tmp_path / "emb2"))
+    got = later.embed_documents([same[1], fillers[2], same[0]])
+    assert later.encoded_texts == 1 and later.shared_texts == 1  # only the filler is computed
+    assert np.array_equal(got[0], cached) and np.array_equal(got[2], cached)
+
+
 # ---------------------------------------------------------------- exactness on the core pool
 
 

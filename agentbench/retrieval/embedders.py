@@ -89,6 +89,7 @@ class DenseEmbedder(Embedder):
         self.encode_seconds = 0.0  # time spent inside the model or API, loading included (benchmarks)
         self.load_seconds = 0.0  # the loading part of encode_seconds
         self.encoded_texts = 0
+        self.shared_texts = 0  # texts given another text's vector: the model sees the same input
 
     def use_cache(self, cache: EmbeddingCache | None) -> DenseEmbedder:
         self.cache = cache
@@ -131,7 +132,33 @@ class DenseEmbedder(Embedder):
         for i, text in enumerate(texts):
             if i not in found:
                 todo.setdefault(text, []).append(i)
-        distinct = list(todo)
+        alias = self._aliases(texts, kind, found, todo) if todo else {}
+        followers: dict[str, list[str]] = {}
+        for text, source in alias.items():
+            followers.setdefault(source, []).append(text)
+        known = {texts[i]: vector for i, vector in found.items()}
+
+        def take(batch: list[str], vectors: np.ndarray) -> None:
+            """Record the vectors of ``batch`` for it and for the texts that share their inputs."""
+            shared = [(t, v) for s, v in zip(batch, vectors, strict=True) for t in followers.get(s, [])]
+            self.shared_texts += len(shared)
+            done = [t for t in batch if t in todo] + [t for t, _ in shared]
+            done_vectors = [v for t, v in zip(batch, vectors, strict=True) if t in todo] + [
+                v for _, v in shared
+            ]
+            if self.cache is not None and done:
+                self.cache.put_many(key, kind, done, np.asarray(done_vectors, dtype=np.float32))
+            for text, vector in zip(done, done_vectors, strict=True):
+                self._memo[(kind, text)] = vector
+                for i in todo[text]:
+                    found[i] = vector
+            if progress and done:
+                progress(sum(len(todo[t]) for t in done))
+
+        sources = [s for s in followers if s in known]
+        if sources:
+            take(sources, np.asarray([known[s] for s in sources]))
+        distinct = [t for t in todo if t not in alias]
         for start in range(0, len(distinct), self.batch_size):
             batch = distinct[start : start + self.batch_size]
             began = time.perf_counter()
@@ -140,17 +167,37 @@ class DenseEmbedder(Embedder):
             self.encoded_texts += len(batch)
             if vectors.ndim != 2 or vectors.shape[0] != len(batch):
                 raise ModelError(f"{self.name} returned {vectors.shape} vectors for {len(batch)} texts")
-            if self.cache is not None:
-                self.cache.put_many(key, kind, batch, vectors)
-            for text, vector in zip(batch, vectors, strict=True):
-                self._memo[(kind, text)] = vector
-                for i in todo[text]:
-                    found[i] = vector
-            if progress:
-                progress(sum(len(todo[t]) for t in batch))
+            take(batch, vectors)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[i] for i in range(len(texts))])
+
+    def _input_keys(self, texts: list[str], kind: Kind) -> list[object] | None:
+        """What the model is given for each text, for models where different texts can be the same input
+        to it (truncated, or differing only in what the tokenizer drops). None: each text is its own."""
+        return None
+
+    def _aliases(
+        self, texts: list[str], kind: Kind, found: dict[int, np.ndarray], todo: dict[str, list[int]]
+    ) -> dict[str, str]:
+        """Missing text -> the text whose vector it takes. Texts the model sees as the same input get one
+        vector (one already known, else the first in sorted order is encoded), so they tie exactly on every
+        machine: computed apart, in other batches or runs, they can differ in the last bits and then rank
+        by that noise instead of by the tie-break (to MiniLM, `''.join(x)` and `' '.join(x)` are one input)."""
+        distinct = list(dict.fromkeys(texts))
+        keys = self._input_keys(distinct, kind)
+        if keys is None:
+            return {}
+        groups: dict[object, list[str]] = {}
+        for text, input_key in zip(distinct, keys, strict=True):
+            groups.setdefault(input_key, []).append(text)
+        alias: dict[str, str] = {}
+        for members in groups.values():
+            if len(members) > 1:
+                have = sorted(t for t in members if t not in todo)
+                source = have[0] if have else min(members)
+                alias.update({t: source for t in members if t in todo and t != source})
+        return alias
 
 
 class SentenceTransformerEmbedder(DenseEmbedder):
@@ -234,6 +281,39 @@ class SentenceTransformerEmbedder(DenseEmbedder):
                 ) from exc
             self.load_seconds += time.perf_counter() - began
         return self._model
+
+    def _input_keys(self, texts: list[str], kind: Kind) -> list[object] | None:
+        try:  # sentence-transformers >= 6
+            from sentence_transformers.sentence_transformer.modules import Transformer
+        except ImportError:
+            from sentence_transformers.models import Transformer
+
+        model = self._load()
+        first = model[0] if len(model) else None
+        if not isinstance(first, Transformer):
+            return None  # another kind of first module: no claim about what it sees
+        prompt = self.query_prompt if kind == "query" else self.document_prompt
+        if prompt is None:  # the model's own prompt, as encode_query/encode_document choose it
+            name = kind if kind in model.prompts else model.default_prompt_name
+            prompt = model.prompts.get(name, "") if name else ""
+        preprocess = getattr(first, "preprocess", None)  # sentence-transformers >= 6; tokenize before
+        if preprocess is not None:
+            features = preprocess(texts, prompt=prompt or None)
+        else:
+            features = first.tokenize([prompt + t for t in texts])
+        mask = features["attention_mask"].bool()
+        per_text = sorted(
+            name
+            for name, value in features.items()
+            if name != "attention_mask" and tuple(getattr(value, "shape", ()))[:2] == tuple(mask.shape)
+        )
+        shared = tuple(
+            sorted((n, repr(v)) for n, v in features.items() if n not in per_text and n != "attention_mask")
+        )
+        return [
+            (shared, *(tuple(features[name][i][mask[i]].tolist()) for name in per_text))
+            for i in range(len(texts))
+        ]
 
     def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
         model = self._load()

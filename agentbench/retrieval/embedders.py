@@ -297,23 +297,29 @@ class SentenceTransformerEmbedder(DenseEmbedder):
             name = kind if kind in model.prompts else model.default_prompt_name
             prompt = model.prompts.get(name, "") if name else ""
         preprocess = getattr(first, "preprocess", None)  # sentence-transformers >= 6; tokenize before
-        if preprocess is not None:
-            features = preprocess(texts, prompt=prompt or None)
-        else:
-            features = first.tokenize([prompt + t for t in texts])
-        mask = features["attention_mask"].bool()
-        per_text = sorted(
-            name
-            for name, value in features.items()
-            if name != "attention_mask" and tuple(getattr(value, "shape", ()))[:2] == tuple(mask.shape)
-        )
-        shared = tuple(
-            sorted((n, repr(v)) for n, v in features.items() if n not in per_text and n != "attention_mask")
-        )
-        return [
-            (shared, *(tuple(features[name][i][mask[i]].tolist()) for name in per_text))
-            for i in range(len(texts))
-        ]
+        keys: list[object] = []
+        for start in range(0, len(texts), 1024):  # padded ids of a 100k-snippet pool at once: gigabytes
+            chunk = texts[start : start + 1024]
+            if preprocess is not None:
+                features = preprocess(chunk, prompt=prompt or None)
+            else:
+                features = first.tokenize([prompt + t for t in chunk])
+            mask = features["attention_mask"].bool()
+            per_text = sorted(
+                name
+                for name, value in features.items()
+                if name != "attention_mask" and tuple(getattr(value, "shape", ()))[:2] == tuple(mask.shape)
+            )
+            shared = tuple(
+                sorted(
+                    (n, repr(v)) for n, v in features.items() if n not in per_text and n != "attention_mask"
+                )
+            )
+            keys += [
+                (shared, *(tuple(features[name][i][mask[i]].tolist()) for name in per_text))
+                for i in range(len(chunk))
+            ]
+        return keys
 
     def _encode(self, texts: list[str], kind: Kind) -> np.ndarray:
         model = self._load()

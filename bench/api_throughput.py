@@ -2,6 +2,7 @@
 
     python bench/api_throughput.py [--concurrency 64] [--latency 0.5] [--every 50] [--retry-after 0.5]
                                    [--conditions closed_book] [--limit N] [--skip-cli]
+                                   [--cli-llm-processes N]
 
 The server is ``bench/stub_llm.py`` (a subprocess): every completion takes ``--latency`` seconds and every
 ``--every``-th request is refused with a 429 and ``Retry-After``. The run goes through LiteLLM as a user's
@@ -17,7 +18,8 @@ embedding and execution caches (so retrieval scoring is warm) and an empty LLM-r
    (``generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
    apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
    depend on the API. The LiteLLM calls go to worker processes as ``--llm-processes`` (default 2
-   here; a run's default is 0, every call in its own process) says;
+   here; a run's default is one per 32 of ``--concurrency``, at most one per core, so the CLI runs at 64
+   on two cores use 2 as well) says;
 4. ``inproc``: the same stage with ``--llm-processes 0`` (every call in this process), for comparison.
 
 Then a baseline in the same run: the raw OpenAI SDK (``AsyncOpenAI``, the same concurrency, its own
@@ -96,6 +98,8 @@ def run_args(args: argparse.Namespace, url: str, run_dir: Path, store_dir: Path)
     out += ["--run-dir", str(run_dir), "--store-dir", str(store_dir)]
     if args.limit:
         out += ["--limit", str(args.limit)]
+    if args.cli_llm_processes is not None:
+        out += ["--llm-processes", str(args.cli_llm_processes)]
     return out
 
 
@@ -273,6 +277,12 @@ def main() -> None:
     parser.add_argument("--skip-cli", action="store_true", help="only the in-process stage run")
     parser.add_argument(
         "--llm-processes", type=int, default=2, help="worker processes for the calls (default: 2)"
+    )
+    parser.add_argument(
+        "--cli-llm-processes",
+        type=int,
+        default=None,
+        help="--llm-processes of the cold and warm CLI runs (default: the run's own default)",
     )
     parser.add_argument(
         "--skip-in-process", action="store_true", help="no comparison stage with --llm-processes 0"

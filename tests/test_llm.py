@@ -313,6 +313,35 @@ def test_fast_key_table_agrees_with_litellm(model: str, monkeypatch: pytest.Monk
     check_model(model)
 
 
+def test_prefixes_decided_without_litellm_are_litellm_providers() -> None:
+    from agentbench.llm.check import _PREFIX_PROVIDERS
+
+    for provider in sorted(_PREFIX_PROVIDERS):
+        model = f"{provider}/some-model"
+        assert litellm.get_llm_provider(model=model, api_base="http://127.0.0.1:9/v1")[1] == provider, model
+
+
+def test_known_provider_with_its_key_or_a_base_url_is_checked_without_litellm() -> None:
+    """The run's process may never need LiteLLM (worker processes make the calls): the check of a model
+    whose provider and key are known must not import it."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-sent"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    code = (
+        "import sys\n"
+        "from agentbench.errors import ConfigError\n"
+        "from agentbench.llm import check_model\n"
+        "check_model('openai/gpt-4o-mini')\n"
+        "check_model('hosted_vllm/my-model', api_base='http://127.0.0.1:8000/v1')\n"
+        "check_model('ollama/llama3')\n"
+        "try:\n    check_model('anthropic/claude-3-5-haiku-latest')\n"
+        "except ConfigError as e:\n    print(e)\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    missing = "ANTHROPIC_API_KEY is not set: export it or choose --llm local/qwen2.5-coder-1.5b"
+    assert out.stdout.splitlines() == [missing, "False"], out.stderr
+
+
 def test_other_providers_go_through_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COHERE_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="^COHERE_API_KEY is not set"):

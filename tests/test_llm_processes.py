@@ -10,6 +10,7 @@ import io
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -320,14 +321,68 @@ def test_in_process_providers_never_go_to_workers() -> None:
     assert not in_process_provider("openai/gpt-4o") and not in_process_provider("gpt-4o")
 
 
-def test_a_run_makes_its_calls_in_its_own_process_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers are opt-in: at a 2 s latency they gain 2% (docs/scaling-api.md)."""
+@pytest.mark.parametrize(
+    ("model", "concurrency", "asked", "expected"),
+    [
+        ("openai/gpt-4o-mini", 64, None, "per 32, at most one per core"),
+        ("openai/gpt-4o-mini", 16, None, 0),
+        ("openai/gpt-4o-mini", 64, 0, 0),
+        ("openai/gpt-4o-mini", 64, 1, 1),
+        ("local/qwen2.5-coder-0.5b", 64, None, "none started"),
+    ],
+)
+def test_runs_use_workers_at_high_concurrency_unless_told(
+    model: str, concurrency: int, asked: int | None, expected: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One worker per 32 requests in flight by default (at most one per core, none on one core);
+    ``--llm-processes`` overrides; a local model never leaves the run's process."""
+    from agentbench.llm import processes
     from agentbench.pipeline import RunConfig
     from agentbench.pipeline.evaluate import _make_agent
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the model check wants a key; nothing is sent
-    _, client = _make_agent(RunConfig(llm="openai/gpt-4o-mini", concurrency=64), None, None)
-    assert client is not None and client.processes == 0 and client._pool is None
+    for cores in (1, 2, 8):
+        monkeypatch.setattr(processes, "usable_cores", lambda cores=cores: cores)
+        _, client = _make_agent(
+            RunConfig(llm=model, concurrency=concurrency, llm_processes=asked), None, None
+        )
+        assert client is not None
+        if expected == "none started":
+            assert client._pool is None
+            continue
+        if expected == "per 32, at most one per core":
+            assert client.processes == (0 if cores == 1 else min(cores, 2))
+        else:
+            assert client.processes == expected
+        assert (client._pool is not None) == (client.processes > 0)
+
+
+def test_with_workers_the_run_process_never_imports_litellm() -> None:
+    """Importing LiteLLM takes seconds: with workers making the calls, the run's own process checks the
+    model, calls and records without it, so the import happens only in the workers, on other cores."""
+    code = (
+        "import asyncio, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from stub_llm import running_stub\n"
+        "from agentbench.llm import LLMClient\n"
+        "with running_stub(latency=0.01) as stub:\n"
+        "    client = LLMClient('openai/stub', api_base=stub.url, cache=False, concurrency=4, processes=1)\n"
+        "    client.check()\n"
+        "    async def go():\n"
+        "        return await asyncio.gather(*(client.complete([{'role': 'user', 'content': f'q{i}'}])\n"
+        "                                      for i in range(6)))\n"
+        "    results = asyncio.run(go())\n"
+        "print(all(r.ok for r in results), client.stats.calls, 'litellm' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "bench")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["True", "6", "False"], out.stderr[-2000:]
 
 
 def test_run_with_worker_processes_equals_run_without(tmp_path: Path) -> None:

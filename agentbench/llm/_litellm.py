@@ -6,6 +6,7 @@ LiteLLM takes seconds to import, so callers import it lazily through :func:`lite
 
 from __future__ import annotations
 
+import sys
 import warnings
 from types import ModuleType
 
@@ -39,6 +40,8 @@ def in_process_provider(model: str) -> bool:
     provider = model.split("/", 1)[0]
     if provider == "local":
         return True
+    if "litellm" not in sys.modules:
+        return False  # registering a handler imports LiteLLM: none is registered yet
     litellm = _import()
     return any(p.get("provider") == provider for p in litellm.custom_provider_map)
 

@@ -35,6 +35,12 @@ _KEY_VARS: tuple[tuple[str, str], ...] = (
 )
 # Providers that work without a base URL variable (LiteLLM has a default).
 _DEFAULT_BASE = ("ollama", "ollama_chat", "lm_studio")
+# ``provider/`` prefixes LiteLLM serves whatever the model name (checked against litellm.provider_list in
+# the tests): with a key or a base URL in hand, nothing more is learnt by importing LiteLLM (seconds).
+_PREFIX_PROVIDERS = frozenset(
+    {"openai", "anthropic", "mistral", "groq", "deepseek", "openrouter", "together_ai", "fireworks_ai", "xai"}
+    | {"hosted_vllm", "custom_openai", "ollama", "ollama_chat", "lm_studio"}
+)
 _SECRET_VAR = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 _FALLBACK_HINT = f"choose --llm {DEFAULT_MODEL}"
 
@@ -100,6 +106,8 @@ def check_model(model: str, api_base: str | None = None, api_key: str | None = N
     for prefix, variable in _KEY_VARS:
         if model.startswith(prefix) and not os.environ.get(variable):
             raise _missing_key_error([variable])  # decided without importing LiteLLM
+    if (known := _prefix_provider(model)) and (known in _DEFAULT_BASE or key_variable(model)):
+        return  # the key (or the default base URL) is all LiteLLM would check
     provider = _check_provider(model, api_base)
     from ._litellm import litellm_module
 
@@ -115,7 +123,15 @@ def check_model(model: str, api_base: str | None = None, api_key: str | None = N
         raise _missing_key_error(missing)
 
 
+def _prefix_provider(model: str) -> str | None:
+    """The provider of ``provider/name`` when LiteLLM is known to serve that prefix, else None."""
+    provider, slash, name = model.partition("/")
+    return provider if slash and name and provider in _PREFIX_PROVIDERS else None
+
+
 def _check_provider(model: str, api_base: str | None) -> str:
+    if (known := _prefix_provider(model)) is not None:
+        return known
     from ._litellm import litellm_module
 
     litellm = litellm_module()

@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -166,15 +167,22 @@ def _describe(exc: BaseException) -> str:
     return redact(f"{name}: {message}")[:500]
 
 
-def error_kind(litellm: Any, exc: BaseException) -> str:
+def error_kind(litellm: Any | None, exc: BaseException) -> str:
     """How a call's exception is handled: ``provider_fatal`` (a provider of ours raised a
     :class:`ModelError`), ``auth`` and ``fatal`` (doom every request), ``transient`` (retried),
     ``per_request`` (recorded as ``llm_error``) or ``other`` (a bug: raised). A worker process's
-    :class:`RemoteCallError` carries the kind its worker found."""
+    :class:`RemoteCallError` carries the kind its worker found; ``litellm`` None: imported only if the
+    exception needs it."""
     if isinstance(exc, RemoteCallError):
         return exc.kind
     if _provider_fatal(exc) is not None:
         return "provider_fatal"
+    if litellm is None:
+        if "litellm" not in sys.modules:
+            return "other"  # not raised by LiteLLM
+        from ._litellm import litellm_module
+
+        litellm = litellm_module()
     fatal, transient, per_request = _exception_classes(litellm)
     if isinstance(exc, litellm.exceptions.AuthenticationError):
         return "auth"
@@ -359,9 +367,8 @@ class LLMClient:
         return {**self.params, "seed": self.params["seed"] + sample}
 
     async def _prepare(self) -> Any:
-        from ._litellm import litellm_module
-
-        litellm = litellm_module()
+        """LiteLLM, or None when worker processes make the calls: then this process never imports it
+        (seconds of CPU on the run's critical path, while the workers import it on other cores)."""
         if not self._ready and self.is_local:
             # load the weights outside LiteLLM so a ConfigError (missing parts) reaches the caller intact
             from .local import load_local_model
@@ -370,7 +377,11 @@ class LLMClient:
         if not self._ready:
             self._start_workers()
         self._ready = True
-        return litellm
+        if self._pool is not None:
+            return None
+        from ._litellm import litellm_module
+
+        return litellm_module()
 
     async def complete(
         self,
@@ -450,7 +461,7 @@ class LLMClient:
         delay = wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
         return delay * (0.5 + random.random() / 2)
 
-    def _retrying(self, litellm: Any) -> AsyncRetrying:
+    def _retrying(self, litellm: Any | None) -> AsyncRetrying:
         """Up to ``max_retries`` retries of transient provider errors; anything else ends the loop at once
         (a provider's own :class:`ModelError`, which LiteLLM may wrap in a transient class, included)."""
 

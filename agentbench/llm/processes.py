@@ -33,6 +33,7 @@ __all__ = [
     "LLMProcessPool",
     "RemoteCallError",
     "WireLimit",
+    "default_processes",
     "process_pool",
     "usable_cores",
 ]
@@ -76,6 +77,18 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+REQUESTS_PER_WORKER = 32
+"""Requests in flight per worker a run starts by default (docs/scaling-api.md)."""
+
+
+def default_processes(concurrency: int) -> int:
+    """Workers for an API model when ``--llm-processes`` is not given: one per 32 requests in flight, at
+    most one per core, none on one core. Below 32 in flight one process keeps up with the API, and the
+    workers' own start (importing LiteLLM) would cost more than they save."""
+    cores = usable_cores()
+    return 0 if cores < 2 else min(cores, concurrency // REQUESTS_PER_WORKER)
 
 
 class _Worker:
@@ -169,11 +182,11 @@ class _Worker:
             _deliver(loop, future, died)
 
     def close(self) -> None:
-        """End of input: an idle worker exits at once; answers nobody waits for any more (an interrupted
-        run) are not worth waiting for."""
+        """End of input, then the worker is stopped: every answer has arrived, or nobody waits for it any
+        more (an interrupted run). Left to exit by itself, it spends seconds in LiteLLM's shutdown, which
+        the run would wait for at exit."""
         self._outbox.put(None)
-        if self._pending:
-            self.process.terminate()
+        self.process.terminate()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -67,8 +67,10 @@ class RunConfig(RetrievalSettings):
     k: int = 1
     concurrency: int = 4
     llm_processes: int | None = None
-    """Worker processes making API calls (:mod:`agentbench.llm.processes`); None (the default) or 0: every
-    call in this process. Local and in-process providers always run in this process."""
+    """Worker processes making API calls (:mod:`agentbench.llm.processes`); 0: every call in this process;
+    None (the default): one per 32 of ``concurrency``, at most one per core
+    (:func:`~agentbench.llm.processes.default_processes`). Local and in-process providers always run in
+    this process."""
     prompt: str | None = None
     api_base: str | None = None
     temperature: float = 0.0

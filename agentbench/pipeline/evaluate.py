@@ -25,6 +25,7 @@ from ..errors import ConfigError, Interrupted, ModelError
 from ..execution import Executor, make_executor
 from ..execution.cache import ExecCache
 from ..llm import LLMClient
+from ..llm.processes import default_processes
 from ..pools import Pool, load_pool
 from ..pools.split import HeldOutSplit
 from ..retrieval import evaluate_retrieval
@@ -80,7 +81,9 @@ def _make_agent(
         max_tokens=config.max_tokens,
         seed=config.seed,
         concurrency=config.concurrency,
-        processes=config.llm_processes or 0,  # opt-in: at a 2 s latency they gain 2% (docs/scaling-api.md)
+        processes=default_processes(config.concurrency)
+        if config.llm_processes is None
+        else config.llm_processes,
     )
     client.check()  # missing API key or unknown model: fail before any work
     built = Agent(client, prompt=config.prompt, budget=config.budget())

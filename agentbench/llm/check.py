@@ -35,7 +35,7 @@ _KEY_VARS: tuple[tuple[str, str], ...] = (
 )
 # Providers that work without a base URL variable (LiteLLM has a default).
 _DEFAULT_BASE = ("ollama", "ollama_chat", "lm_studio")
-# ``provider/`` prefixes LiteLLM serves whatever the model name (checked against litellm.provider_list in
+# ``provider/`` prefixes LiteLLM serves whatever the model name (checked with litellm.get_llm_provider in
 # the tests): with a key or a base URL in hand, nothing more is learnt by importing LiteLLM (seconds).
 _PREFIX_PROVIDERS = frozenset(
     {"openai", "anthropic", "mistral", "groq", "deepseek", "openrouter", "together_ai", "fireworks_ai", "xai"}

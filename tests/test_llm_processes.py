@@ -324,7 +324,8 @@ def test_in_process_providers_never_go_to_workers() -> None:
 @pytest.mark.parametrize(
     ("model", "concurrency", "asked", "expected"),
     [
-        ("openai/gpt-4o-mini", 64, None, "per 32, at most one per core"),
+        ("openai/gpt-4o-mini", 64, None, "the default rule"),
+        ("openai/gpt-4o-mini", 512, None, "the default rule"),
         ("openai/gpt-4o-mini", 16, None, 0),
         ("openai/gpt-4o-mini", 64, 0, 0),
         ("openai/gpt-4o-mini", 64, 1, 1),
@@ -334,13 +335,15 @@ def test_in_process_providers_never_go_to_workers() -> None:
 def test_runs_use_workers_at_high_concurrency_unless_told(
     model: str, concurrency: int, asked: int | None, expected: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One worker per 32 requests in flight by default (at most one per core, none on one core);
+    """One worker per 32 requests in flight by default (at most one per core and 4 in all, none on one core);
     ``--llm-processes`` overrides; a local model never leaves the run's process."""
     from agentbench.llm import processes
     from agentbench.pipeline import RunConfig
     from agentbench.pipeline.evaluate import _make_agent
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the model check wants a key; nothing is sent
+    started: list[int] = []  # pools asked for, by size (none is started: no call is made here)
+    monkeypatch.setattr("agentbench.llm.client.process_pool", lambda n: started.append(n) or object())
     for cores in (1, 2, 8):
         monkeypatch.setattr(processes, "usable_cores", lambda cores=cores: cores)
         _, client = _make_agent(
@@ -350,11 +353,13 @@ def test_runs_use_workers_at_high_concurrency_unless_told(
         if expected == "none started":
             assert client._pool is None
             continue
-        if expected == "per 32, at most one per core":
-            assert client.processes == (0 if cores == 1 else min(cores, 2))
+        if expected == "the default rule":
+            assert client.processes == (0 if cores == 1 else min(cores, 4, concurrency // 32))
         else:
             assert client.processes == expected
         assert (client._pool is not None) == (client.processes > 0)
+        assert started == ([client.processes] if client.processes else [])
+        started.clear()
 
 
 def test_with_workers_the_run_process_never_imports_litellm() -> None:

@@ -81,14 +81,17 @@ def usable_cores() -> int:
 
 REQUESTS_PER_WORKER = 32
 """Requests in flight per worker a run starts by default (docs/scaling-api.md)."""
+MAX_DEFAULT_WORKERS = 4
+"""Each worker holds about 200 MB (LiteLLM and the OpenAI SDK); four keep up with hundreds of requests a
+second, so more are only started when ``--llm-processes`` asks."""
 
 
 def default_processes(concurrency: int) -> int:
     """Workers for an API model when ``--llm-processes`` is not given: one per 32 requests in flight, at
-    most one per core, none on one core. Below 32 in flight one process keeps up with the API, and the
-    workers' own start (importing LiteLLM) would cost more than they save."""
+    most one per core and four in all, none on one core. Below 32 in flight one process keeps up with the
+    API, and the workers' own start (importing LiteLLM) would cost more than they save."""
     cores = usable_cores()
-    return 0 if cores < 2 else min(cores, concurrency // REQUESTS_PER_WORKER)
+    return 0 if cores < 2 else min(cores, MAX_DEFAULT_WORKERS, concurrency // REQUESTS_PER_WORKER)
 
 
 class _Worker:

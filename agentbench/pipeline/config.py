@@ -68,7 +68,7 @@ class RunConfig(RetrievalSettings):
     concurrency: int = 4
     llm_processes: int | None = None
     """Worker processes making API calls (:mod:`agentbench.llm.processes`); 0: every call in this process;
-    None (the default): one per 32 of ``concurrency``, at most one per core
+    None (the default): one per 32 of ``concurrency``, at most one per core and 4 in all
     (:func:`~agentbench.llm.processes.default_processes`). Local and in-process providers always run in
     this process."""
     prompt: str | None = None

@@ -413,6 +413,29 @@ def test_run_with_worker_processes_equals_run_without(tmp_path: Path) -> None:
     assert records["0"] == records["2"] and len(records["0"]) == 6 * 4
 
 
+def test_workers_that_cannot_start_stop_the_run_with_the_error(tmp_path: Path) -> None:
+    """A LiteLLM that does not import fails every worker the same way: one line naming the error, exit
+    code 2 and no run directory, rather than each request retried and recorded as an llm_error."""
+    from .conftest import core_subset
+
+    broken = tmp_path / "site" / "litellm"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("simulated broken LiteLLM install")\n')
+    pool = core_subset(3, tmp_path / "pool")
+    run_dir = tmp_path / "run"
+    env = {"PYTHONPATH": str(tmp_path / "site"), "AGENTBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    with running_stub(latency=0.01) as stub:
+        args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool), "--embedder"]
+        args += ["bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores"), "--concurrency"]
+        args += ["64", "--conditions", "closed_book", "--run-dir", str(run_dir)]
+        res = run_cli(*args, env=env)
+        requests = stub.stats()["requests"]
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "LiteLLM worker process failed to start" in last and "simulated broken LiteLLM install" in last
+    assert "no record was written" in last and not run_dir.exists() and requests == 0
+
+
 def test_negative_llm_processes_is_one_line_error(tmp_path: Path) -> None:
     res = run_cli("run", "--llm-processes", "-1", "--run-dir", str(tmp_path / "r"))
     assert res.returncode == 2 and "--llm-processes must be 0 or more" in res.stderr

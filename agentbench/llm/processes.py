@@ -163,22 +163,40 @@ class _Worker:
     def _read(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
+        answered = False
         for line in stdout:
             message = json.loads(line)
+            answered = True
             with self._lock:
                 entry = self._pending.pop(message["id"], None)
             if entry is not None:
                 _deliver(*entry, message)
         code = self.process.wait()
         self._stderr.seek(0)
-        tail = " ".join(self._stderr.read().decode(errors="replace").split()[-30:])
-        died = {
-            "ok": False,
-            "kind": "transient",
-            "type": "LLMWorkerExited",
-            "message": f"a LiteLLM worker process exited with code {code}" + (f": {tail}" if tail else ""),
-            "retry_after": 0.0,
-        }
+        errors = self._stderr.read().decode(errors="replace")
+        if not answered and code > 0:
+            # an error before the first answer (LiteLLM that does not import): every replacement would
+            # fail the same way, so the run stops with the error's last line instead of retrying
+            last = next((line.strip() for line in reversed(errors.splitlines()) if line.strip()), "")
+            died = {
+                "ok": False,
+                "kind": "fatal",
+                "type": "LLMWorkerFailed",
+                "message": f"a LiteLLM worker process failed to start (exit code {code}): {last or 'no output'}"
+                "; check the installation (pip install -e '.[all]'), or run with --llm-processes 0 to see "
+                "the error in the run's process",
+                "retry_after": None,
+            }
+        else:  # killed, or failed mid-run: its requests are retried on a replacement
+            tail = " ".join(errors.split()[-30:])
+            died = {
+                "ok": False,
+                "kind": "transient",
+                "type": "LLMWorkerExited",
+                "message": f"a LiteLLM worker process exited with code {code}"
+                + (f": {tail}" if tail else ""),
+                "retry_after": 0.0,
+            }
         with self._lock:
             pending, self._pending, self._exited = self._pending, {}, died
         for loop, future in pending.values():

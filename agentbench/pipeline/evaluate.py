@@ -295,6 +295,8 @@ def _generate(
         if todo:
             asyncio.run(generate_and_execute(todo, work, directory, written))
     except ModelError as exc:  # fatal for the run (a model that died, a revoked key): say how to go on
+        if not done:  # nothing to resume: a fresh start without records leaves no trace (abandon)
+            raise type(exc)(f"{exc}; no record was written: fix this, then run the command again") from exc
         raise type(exc)(
             f"{exc}; the {len(done)} record(s) finished so far are kept in {directory.path}: fix this, then "
             f"continue with --resume --run-dir {directory.path}"

@@ -405,6 +405,8 @@ def test_run_with_worker_processes_equals_run_without(tmp_path: Path) -> None:
             args += ["--concurrency", "8", "--llm-processes", processes, "--run-dir", str(run_dir)]
             res = run_cli(*args, env=env)
             assert res.returncode == 0, res.stderr[-2000:]
+            announced = "agentbench: llm: openai/stub, calls made in 2 worker processes" in res.stderr
+            assert announced == (processes == "2")
             lines = (run_dir / "records.jsonl").read_text().splitlines()
             records[processes] = sorted(
                 (r["query_id"], r["condition"], r["code"], r["status"], r["passed"])

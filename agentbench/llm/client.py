@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
 import random
 import sys
@@ -38,6 +39,8 @@ from ._litellm import in_process_provider
 from .cache import ResponseCache, cache_key
 from .check import DEFAULT_MODEL, check_model, check_reachable, key_variable, redact
 from .processes import LLMProcessPool, RemoteCallError, WireLimit, process_pool
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL", "LLMClient", "LLMResult", "LLMStats", "SAMPLE", "check_model", "redact"]
 
@@ -341,6 +344,9 @@ class LLMClient:
         except (TypeError, ValueError):
             return
         self._pool = process_pool(self.processes)
+        logger.info(
+            "llm: %s, calls made in %d worker processes (--llm-processes)", self.model, self.processes
+        )
 
     def key(
         self,

@@ -174,29 +174,23 @@ class _Worker:
         code = self.process.wait()
         self._stderr.seek(0)
         errors = self._stderr.read().decode(errors="replace")
+        died: dict[str, Any] = {"ok": False}
         if not answered and code > 0:
             # an error before the first answer (LiteLLM that does not import): every replacement would
             # fail the same way, so the run stops with the error's last line instead of retrying
             last = next((line.strip() for line in reversed(errors.splitlines()) if line.strip()), "")
-            died = {
-                "ok": False,
-                "kind": "fatal",
-                "type": "LLMWorkerFailed",
-                "message": f"a LiteLLM worker process failed to start (exit code {code}): {last or 'no output'}"
-                "; check the installation (pip install -e '.[all]'), or run with --llm-processes 0 to see "
-                "the error in the run's process",
-                "retry_after": None,
-            }
+            died.update(kind="fatal", type="LLMWorkerFailed", retry_after=None)
+            died["message"] = (
+                f"a LiteLLM worker process failed to start (exit code {code}): {last or 'no output'}; check "
+                "the installation (pip install -e '.[all]'), or run with --llm-processes 0 to see the error "
+                "in the run's process"
+            )
         else:  # killed, or failed mid-run: its requests are retried on a replacement
             tail = " ".join(errors.split()[-30:])
-            died = {
-                "ok": False,
-                "kind": "transient",
-                "type": "LLMWorkerExited",
-                "message": f"a LiteLLM worker process exited with code {code}"
-                + (f": {tail}" if tail else ""),
-                "retry_after": 0.0,
-            }
+            died.update(kind="transient", type="LLMWorkerExited", retry_after=0.0)
+            died["message"] = f"a LiteLLM worker process exited with code {code}" + (
+                f": {tail}" if tail else ""
+            )
         with self._lock:
             pending, self._pending, self._exited = self._pending, {}, died
         for loop, future in pending.values():

@@ -135,7 +135,7 @@ def workers_cpu() -> float:
     from agentbench.llm import processes as llm_processes
 
     return sum(
-        process_cpu(w.process.pid) for w in (llm_processes._pool._workers if llm_processes._pool else [])
+        process_cpu(w.pid) for w in (llm_processes._pool._workers if llm_processes._pool else []) if w.pid
     )
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from agentbench.errors import ModelError
 from agentbench.llm import LLMClient
-from agentbench.llm.processes import LLMProcessPool, WireLimit, process_pool
+from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit, process_pool
 
 from .conftest import ROOT, run_cli
 
@@ -144,7 +144,7 @@ def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no
             calls = [asyncio.ensure_future(client.complete(_prompt(i))) for i in range(4)]
             while stub.stats()["peak_in_flight"] < 4:  # every request reached the server through a worker
                 await asyncio.sleep(0.05)
-            victims = [w.process.pid for w in pool._workers]
+            victims = [w.pid for w in pool._workers]
             for pid in victims:
                 os.kill(pid, signal.SIGKILL)
             return [await c for c in calls], victims
@@ -156,7 +156,7 @@ def test_a_killed_worker_is_replaced_and_its_requests_retried(tmp_path: Path, no
     # each killed request was retried (one may be retried twice: sent to the other worker while it was
     # being killed, before its death could be seen)
     assert client.stats.retries >= 4 and client.stats.calls == 4 and client.stats.errors == 0
-    assert not {w.process.pid for w in pool._workers} & set(victims)
+    assert not {w.pid for w in pool._workers} & set(victims)
 
 
 def test_workers_keep_concurrency_on_the_wire_while_as_many_more_wait_ready(no_local_calls: None) -> None:
@@ -442,3 +442,110 @@ def test_negative_llm_processes_is_one_line_error(tmp_path: Path) -> None:
     res = run_cli("run", "--llm-processes", "-1", "--run-dir", str(tmp_path / "r"))
     assert res.returncode == 2 and "--llm-processes must be 0 or more" in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
+
+
+def _ended(pids: list[int], wait: float = 30.0) -> bool:
+    """Whether every process in ``pids`` has ended (a zombie counts), waiting up to ``wait`` s."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(not FORKS, reason="workers are forked from one import on Linux only")
+def test_a_pools_workers_share_one_litellm_import_and_end_with_it(no_local_calls: None) -> None:
+    """One worker imports LiteLLM and forks the others: they answer like it, their parent is that
+    worker (not the run), and killing it ends them too, so no call outlives the pool."""
+    pool = LLMProcessPool(3)
+    try:
+        with running_stub(latency=0.3) as stub:
+            kwargs = {"model": "openai/stub", "api_base": stub.url, "api_key": "no-key"}
+            wire = WireLimit("forks", 6)
+
+            async def go() -> list:
+                return await asyncio.gather(
+                    *(pool.complete({**kwargs, "messages": _prompt(i)}, wire) for i in range(6))
+                )
+
+            answers = asyncio.run(go())
+        first, *forks = pool._workers
+        assert [a.fields["text"] for a in answers] == [
+            f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(6)
+        ]
+        assert first.process is not None and first.pid == first.process.pid
+        assert all(w.process is None and w.pid is not None and _parent_of(w.pid) == first.pid for w in forks)
+        assert len({w.pid for w in pool._workers}) == 3
+        os.kill(first.pid, signal.SIGKILL)
+        assert _ended([w.pid for w in forks if w.pid])
+    finally:
+        pool.close()
+
+
+def test_a_closed_pool_leaves_no_worker_process(no_local_calls: None) -> None:
+    pool = LLMProcessPool(2)
+    with running_stub(latency=0.05) as stub:
+        kwargs = {"model": "openai/stub", "api_base": stub.url, "api_key": "no-key"}
+
+        async def go() -> list:
+            wire = WireLimit("closed", 2)
+            return await asyncio.gather(
+                *(pool.complete({**kwargs, "messages": _prompt(i)}, wire) for i in range(4))
+            )
+
+        asyncio.run(go())
+    pids = [w.pid for w in pool._workers]
+    assert len(pids) == 2 and all(pids)
+    pool.close()
+    assert _ended([pid for pid in pids if pid])
+
+
+def test_workers_are_started_afresh_when_litellms_import_leaves_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_local_calls: None
+) -> None:
+    """A fork copies a thread's locks but not the thread: if anything started one by the time LiteLLM is
+    imported, the first worker forks nothing and the pool replaces the other slots with workers of their
+    own, which answer as well."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys, threading, time\n"
+        "if 'agentbench.llm.worker' in sys.orig_argv:\n"
+        "    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    from agentbench.llm import processes
+
+    monkeypatch.setattr(processes, "_pool", None)  # a pool of this test's own, under the env above
+    try:
+        with running_stub(latency=0.2) as stub:
+            client = LLMClient("openai/stub", api_base=stub.url, cache=False, concurrency=4, processes=2)
+            results = _complete_all(client, 8)
+        assert [r.text for r in results] == [
+            f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(8)
+        ]
+        assert client.stats.errors == 0
+        pool = processes._pool
+        assert pool is not None and pool.size == 2
+        assert all(w.process is not None for w in pool._workers)  # both started afresh: no fork serves
+    finally:
+        if processes._pool is not None:
+            processes._pool.close()

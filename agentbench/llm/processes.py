@@ -26,7 +26,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "Answer",
@@ -36,6 +36,7 @@ __all__ = [
     "default_processes",
     "process_pool",
     "usable_cores",
+    "worker_count",
 ]
 
 
@@ -94,19 +95,33 @@ def default_processes(concurrency: int) -> int:
     return 0 if cores < 2 else min(cores, MAX_DEFAULT_WORKERS, concurrency // REQUESTS_PER_WORKER)
 
 
+FORKS = sys.platform == "linux"
+"""Whether a pool's workers are forked from one that imported LiteLLM (``--fork`` of :mod:`.worker`),
+rather than each importing it: fork after import is only safe where the platform's libraries expect it."""
+
+
+def worker_count(concurrency: int, processes: int | None) -> int:
+    """Workers for a client at ``concurrency``: ``processes`` (``--llm-processes``) when given, else
+    :func:`default_processes`."""
+    return default_processes(concurrency) if processes is None else processes
+
+
 class _Worker:
-    def __init__(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentbench.llm.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
+    """One worker as the pool sees it: pipes for requests and replies, and the process when it is this
+    process's child (a fork of another worker has none: its pid comes as its first reply line)."""
+
+    def __init__(
+        self,
+        requests: IO[bytes],
+        replies: IO[bytes],
+        process: subprocess.Popen[bytes] | None = None,
+        stderr: IO[bytes] | None = None,
+    ) -> None:
+        self.process = process
+        self.pid: int | None = process.pid if process is not None else None
+        self._requests = requests
+        self._replies = replies
+        self._stderr = stderr
         self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]] = {}
         """Requests sent and not answered yet, also those whose caller stopped waiting (an answer to a
         cancelled future is dropped)."""
@@ -120,6 +135,44 @@ class _Worker:
         # pipe writes can block while the child is busy: never on the caller's event loop
         threading.Thread(target=self._write, daemon=True).start()
         threading.Thread(target=self._read, daemon=True).start()
+
+    @classmethod
+    def start(cls, processes: int = 1) -> list[_Worker]:
+        """``processes`` new workers: one child process, and where :data:`FORKS` allows, the rest forked
+        from it once it has imported LiteLLM (each would otherwise import it at the same time, seconds of
+        CPU apiece on cores the run is still setting up on); elsewhere a child each."""
+        if processes < 1:
+            return []
+        if processes > 1 and not FORKS:
+            return [w for _ in range(processes) for w in cls.start(1)]
+        pairs = [(os.pipe(), os.pipe()) for _ in range(processes - 1)]  # (requests, replies) of each fork
+        theirs = [fd for requests, replies in pairs for fd in (requests[0], replies[1])]
+        stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        forks = [f"--fork={requests[0]},{replies[1]}" for requests, replies in pairs]
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "agentbench.llm.worker", *forks],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                pass_fds=theirs,
+            )
+        except BaseException:
+            for fd in (fd for requests, replies in pairs for fd in (requests[1], replies[0])):
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        assert process.stdin is not None and process.stdout is not None
+        workers = [cls(process.stdin, process.stdout, process, stderr)]
+        for requests, replies in pairs:
+            workers.append(cls(os.fdopen(requests[1], "wb"), os.fdopen(replies[0], "rb")))
+        return workers
 
     @property
     def alive(self) -> bool:
@@ -147,8 +200,7 @@ class _Worker:
         return await future
 
     def _write(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
+        stdin = self._requests
         while (data := self._outbox.get()) is not None:
             try:
                 stdin.write(data)
@@ -161,21 +213,24 @@ class _Worker:
             pass
 
     def _read(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
         answered = False
-        for line in stdout:
+        for line in self._replies:
             message = json.loads(line)
+            if "id" not in message:  # a fork's first line
+                self.pid = message.get("pid")
+                continue
             answered = True
             with self._lock:
                 entry = self._pending.pop(message["id"], None)
             if entry is not None:
                 _deliver(*entry, message)
-        code = self.process.wait()
-        self._stderr.seek(0)
-        errors = self._stderr.read().decode(errors="replace")
+        code = self.process.wait() if self.process is not None else None
+        errors = ""
+        if self._stderr is not None:
+            self._stderr.seek(0)
+            errors = self._stderr.read().decode(errors="replace")
         died: dict[str, Any] = {"ok": False}
-        if not answered and code > 0:
+        if not answered and code is not None and code > 0:
             # an error before the first answer (LiteLLM that does not import): every replacement would
             # fail the same way, so the run stops with the error's last line instead of retrying
             last = next((line.strip() for line in reversed(errors.splitlines()) if line.strip()), "")
@@ -185,12 +240,11 @@ class _Worker:
                 "the installation (pip install -e '.[all]'), or run with --llm-processes 0 to see the error "
                 "in the run's process"
             )
-        else:  # killed, or failed mid-run: its requests are retried on a replacement
+        else:  # killed, or failed mid-run (a fork: its parent worker ended): retried on a replacement
             tail = " ".join(errors.split()[-30:])
             died.update(kind="transient", type="LLMWorkerExited", retry_after=0.0)
-            died["message"] = f"a LiteLLM worker process exited with code {code}" + (
-                f": {tail}" if tail else ""
-            )
+            status = f" with code {code}" if code is not None else ""
+            died["message"] = f"a LiteLLM worker process exited{status}" + (f": {tail}" if tail else "")
         with self._lock:
             pending, self._pending, self._exited = self._pending, {}, died
         for loop, future in pending.values():
@@ -199,8 +253,10 @@ class _Worker:
     def close(self) -> None:
         """End of input, then the worker is stopped: every answer has arrived, or nobody waits for it any
         more (an interrupted run). Left to exit by itself, it spends seconds in LiteLLM's shutdown, which
-        the run would wait for at exit."""
+        the run would wait for at exit. A fork ends with the worker it was forked from."""
         self._outbox.put(None)
+        if self.process is None:
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=5)
@@ -235,7 +291,7 @@ class LLMProcessPool:
     :func:`~agentbench.llm.client.completion_fields`, or raises :class:`RemoteCallError`."""
 
     def __init__(self, processes: int) -> None:
-        self._workers = [_Worker() for _ in range(processes)]
+        self._workers = _Worker.start(processes)
         self._lock = threading.Lock()
         self._splits: dict[str, int] = {}
         """How many workers share each :class:`WireLimit` group, fixed at the group's first request: a
@@ -248,7 +304,8 @@ class LLMProcessPool:
 
     def grow(self, processes: int) -> None:
         with self._lock:
-            self._workers += [_Worker() for _ in range(processes - len(self._workers))]
+            if processes > len(self._workers):
+                self._workers += _Worker.start(processes - len(self._workers))
 
     async def complete(self, kwargs: dict[str, Any], wire: WireLimit) -> Answer:
         """The limit is split over the first ``min(workers, limit)`` workers (as many as the pool had at
@@ -257,7 +314,7 @@ class LLMProcessPool:
         with self._lock:
             for i, worker in enumerate(self._workers):
                 if not worker.alive:
-                    self._workers[i] = _Worker()
+                    self._workers[i] = _Worker.start()[0]
             split = self._splits.setdefault(wire.group, min(len(self._workers), wire.limit))
             candidates = self._workers[:split]
             index = min(range(len(candidates)), key=lambda i: candidates[i].group_load[wire.group])

@@ -10,7 +10,11 @@ L}}`` (at most L requests of client G on the wire in this worker); replies, in
 completion order, ``{"id": N, "ok": true, "fields": <completion_fields>, "gated": <sent through the wire-gated client>}``
 or ``{"id": N, "ok": false, "kind": <error_kind>, "type": <exception class>, "message": ...,
 "retry_after": <seconds or null>}``. The worker exits when its input ends, after answering what it
-already received."""
+already received.
+
+``--fork=IN,OUT`` (repeatable; Linux): once LiteLLM is imported, fork one more worker that reads requests
+from file descriptor IN and writes replies to OUT, starting with ``{"pid": N}``. The import takes seconds of
+CPU; paid once, it lets every worker of a pool start together, and sooner (:func:`_fork_workers`)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
@@ -178,11 +183,12 @@ async def _warm_up(litellm: Any) -> None:
         )
 
 
-async def serve(requests: IO[bytes], out: IO[bytes]) -> None:
+async def serve(requests: IO[bytes], out: IO[bytes], litellm: Any = None) -> None:
     """Answer the requests read from ``requests`` on ``out`` (the protocol above) until the input ends."""
-    from ._litellm import plain_litellm
+    if litellm is None:
+        from ._litellm import plain_litellm
 
-    litellm = plain_litellm()
+        litellm = plain_litellm()
     async with _wire_gated_session(litellm):
         await _serve(litellm, requests, out)
 
@@ -233,14 +239,71 @@ async def _serve(litellm: Any, requests: IO[bytes], out: IO[bytes]) -> None:
         await asyncio.gather(*running)
 
 
-def main() -> int:
+def _die_with(parent: int) -> None:
+    """Ask the kernel to end this fork when ``parent``, the worker it was forked from, ends: the pool stops
+    that one (its own child), and calls in flight here must not outlive an interrupted run."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before the call above
+        os._exit(1)
+
+
+def _fork_workers(litellm: Any, forks: list[tuple[int, int]], own_out: IO[bytes]) -> None:
+    """Fork a worker per (requests, replies) pair of file descriptors. Done after LiteLLM's import and
+    before any thread or event loop exists, so each fork starts with LiteLLM imported and nothing
+    half-done; it never returns to the caller (``os._exit``: no second run of the parent's exit
+    handlers)."""
+    if threading.active_count() > 1:
+        # something started a thread at import: a fork would copy its locks without it. Closing the pipes
+        # ends those workers for the pool, which replaces them with workers started afresh
+        print("agentbench: LiteLLM's import started a thread: workers are not forked", file=sys.stderr)
+        for fd in (fd for pair in forks for fd in pair):
+            os.close(fd)
+        return
+    parent = os.getpid()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps ended forks: no zombies
+    for i, (requests, replies) in enumerate(forks):
+        if os.fork() == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _die_with(parent)
+            own_out.close()  # the parent's worker must see its replies end when it ends, not when we do
+            for fd in (fd for pair in forks[i + 1 :] for fd in pair):
+                os.close(fd)
+            code = 0
+            try:
+                out = os.fdopen(replies, "wb")
+                out.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+                out.flush()
+                asyncio.run(serve(os.fdopen(requests, "rb"), out, litellm))
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(requests)
+        os.close(replies)
+
+
+def main(argv: list[str] | None = None) -> int:
+    forks = [
+        (int(a), int(b))
+        for arg in (sys.argv[1:] if argv is None else argv)
+        for a, b in [arg.removeprefix("--fork=").split(",")]
+    ]
     # Ctrl-C reaches the whole process group: the parent handles it and closes our input
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the protocol keeps the real stdout; anything a library prints goes to stderr instead
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    asyncio.run(serve(sys.stdin.buffer, out))
+    from ._litellm import plain_litellm
+
+    litellm = plain_litellm()
+    if forks:
+        _fork_workers(litellm, forks, out)
+    asyncio.run(serve(sys.stdin.buffer, out, litellm))
     return 0
 
 

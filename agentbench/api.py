@@ -113,10 +113,16 @@ def evaluate_config(
     ``agent`` and ``retriever`` are plug-in objects (see :mod:`agentbench.agent.plugin` and
     :mod:`agentbench.retrieval.plugin`).
     """
+    from .analysis.warm import import_in_background
     from .pipeline import run_pipeline
 
     result = run_pipeline(
-        config, client=client, agent=agent, retriever=retriever, show_progress=show_progress
+        config,
+        client=client,
+        agent=agent,
+        retriever=retriever,
+        show_progress=show_progress,
+        while_waiting=import_in_background,
     )
     _finish(result)
     return result

@@ -137,3 +137,89 @@ def test_help_exits_0_with_usage(path: tuple[str, ...], tmp: str) -> None:
 def test_help_imports_no_heavy_module(path: tuple[str, ...], tmp: str) -> None:
     _, _, modules = _help(path, tmp)
     assert _heavy(modules) == []
+
+
+# --- workers started before the command's imports (agentbench/__main__.py) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "started"),
+    [
+        (["run", "--llm", "openai/gpt-4o", "--concurrency", "64"], "default"),
+        (["run", "--pool", "core", "--llm=openai/gpt-4o", "--concurrency=64"], "default"),
+        (["run", "--llm", "openai/gpt-4o", "--llm-processes", "3"], [3]),
+        (["run", "--llm", "openai/gpt-4o", "--concurrency", "64", "--llm-processes", "0"], []),
+        (["run", "--llm", "local/qwen2.5-coder-1.5b", "--concurrency", "64"], []),  # served in-process
+        (["run", "--llm", "openai/a", "--llm", "openai/b", "--concurrency", "64"], []),  # a matrix
+        (["run", "--llm", "openai/gpt-4o", "--agent", "m:a", "--concurrency", "64"], []),
+        (["run", "--llm", "openai/gpt-4o"], []),  # the default concurrency needs no workers
+        (["run", "--llm", "openai/gpt-4o", "--concurrency", "many"], []),  # the command reports it
+        (["run", "--llm", "openai/gpt-4o", "--concurrency", "64", "--help"], []),
+        (["retrieve", "--llm", "openai/gpt-4o", "--concurrency", "64"], []),
+        ([], []),
+    ],
+)
+def test_run_starts_its_llm_workers_before_its_imports_only_when_the_command_line_is_plain(
+    argv: list[str], started: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentbench.__main__ import start_llm_workers
+    from agentbench.llm import processes
+
+    calls: list[int] = []
+    monkeypatch.setattr(processes, "process_pool", calls.append)
+    start_llm_workers(argv)
+    assert calls == ([processes.default_processes(64)] if started == "default" else started)
+    assert capsys.readouterr() == ("", "")  # an unclear command line is the command's to report
+
+
+def test_a_run_that_fails_its_checks_leaves_no_early_worker_behind(tmp_path: Path) -> None:
+    """The workers start before the command checks its model; a run refused by a check (here a missing
+    API key: one line, exit code 2) stops them at exit."""
+    site = tmp_path / "site"  # notes each worker process that starts, whatever ends it
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "if 'agentbench.llm.worker' in sys.orig_argv:\n"
+        "    with open(os.environ['WORKER_NOTES'], 'a') as f:\n"
+        "        f.write(f'{os.getpid()}\\n')\n"
+    )
+    notes = tmp_path / "workers.txt"
+    tag = f"agentbench-test-{os.getpid()}-{tmp_path.name}"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(AGENTBENCH_TEST_TAG=tag, WORKER_NOTES=str(notes), PYTHONPATH=str(site))
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentbench", "run", "--llm", "openai/gpt-4o", "--llm-processes", "2"]
+        + ["--run-dir", str(tmp_path / "run")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
+    assert notes.exists()  # the early start happened: the check came after it
+    assert _processes_with(tag) == []
+
+
+def _processes_with(tag: str, wait: float = 30.0) -> list[int]:
+    """Live processes whose environment holds ``tag``, after waiting up to ``wait`` s for them to end
+    (a killed worker's forks end as soon as the kernel tells them; zombies count as ended)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if f"AGENTBENCH_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
+                found.append(int(entry.name))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)

@@ -247,3 +247,35 @@ def test_secrets_do_not_reach_run_artifacts(tmp_path: Path, monkeypatch: pytest.
     for path in (tmp_path / "sec").iterdir():
         assert secret not in path.read_text(), path.name
     assert not re.search(r"sk-test-9+", "".join(p.read_text() for p in (tmp_path / "sec").iterdir()))
+
+
+def test_while_waiting_is_called_once_when_the_first_record_is_on_disk(tmp_path: Path) -> None:
+    from agentbench.pipeline import run_pipeline
+
+    client, handler = _client()
+    run_dir = tmp_path / "waiting"
+    lines_then: list[int] = []
+
+    def while_waiting() -> None:
+        lines_then.append(len((run_dir / "records.jsonl").read_text().splitlines()))
+
+    config = _config(tmp_path, "waiting", conditions=["oracle", "closed_book"])
+    result = run_pipeline(config, client=client, show_progress=False, while_waiting=while_waiting)
+    assert len(result.records) == 12 and handler.calls == 12
+    assert len(lines_then) == 1 and lines_then[0] >= 1
+
+
+def test_the_analysis_imports_can_be_made_in_the_background() -> None:
+    """What evaluate_config hands the run as ``while_waiting``: the summary's modules (scipy.stats among
+    them) are imported off the run's thread; importing the helper itself loads none of them."""
+    code = (
+        "import sys\n"
+        "from agentbench.analysis.warm import ANALYSIS_MODULES, import_in_background\n"
+        "before = [m for m in (*ANALYSIS_MODULES, 'scipy.stats') if m in sys.modules]\n"
+        "thread = import_in_background()\n"
+        "thread.join()\n"
+        "print(before, thread.name != 'MainThread', all(m in sys.modules for m in ANALYSIS_MODULES),"
+        " 'scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "True", "True", "True"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,9 @@ from ..agent.plugin import PluginAgent, plugin_agent
 from ..errors import ConfigError, Interrupted, ModelError
 from ..execution import Executor, make_executor
 from ..execution.cache import ExecCache
+from ..heap import frozen_heap
 from ..llm import LLMClient
-from ..llm.processes import default_processes
+from ..llm.processes import worker_count
 from ..pools import Pool, load_pool
 from ..pools.split import HeldOutSplit
 from ..retrieval import evaluate_retrieval
@@ -81,9 +83,7 @@ def _make_agent(
         max_tokens=config.max_tokens,
         seed=config.seed,
         concurrency=config.concurrency,
-        processes=default_processes(config.concurrency)
-        if config.llm_processes is None
-        else config.llm_processes,
+        processes=worker_count(config.concurrency, config.llm_processes),
     )
     client.check()  # missing API key or unknown model: fail before any work
     built = Agent(client, prompt=config.prompt, budget=config.budget())
@@ -113,6 +113,7 @@ def run_pipeline(
     executor: Executor | None = None,
     exec_cache: ExecCache | None = None,
     retrieval: RetrievalResult | None = None,
+    while_waiting: Callable[[], object] | None = None,
 ) -> RunResult:
     """Run (or resume) an end-to-end evaluation: retrieval, reranking, generation and execution under
     each condition, with records appended to the run directory as they finish.
@@ -124,6 +125,8 @@ def run_pipeline(
     Several runs can share work (a matrix, :mod:`.matrix`): ``executor`` is a sandbox executor that stays
     open afterwards, ``exec_cache`` an open execution cache, and ``retrieval`` the retrieval stage's result
     for this pool, retriever and retrieval settings from another run, used instead of retrieving again.
+    ``while_waiting`` is called once, when the first record is written: the run then mostly waits on its
+    agent, and the caller can prepare what comes after (the analysis stage's imports).
     """
     check_writable_dir(RunDirectory.path_for(config), "--run-dir")  # before any model loads
     the_agent, client = _make_agent(config, client, agent)
@@ -167,6 +170,7 @@ def run_pipeline(
             retrieval,
             tooled,
             show_progress,
+            while_waiting,
         )
     except BaseException:
         directory.abandon()  # a start that failed before its first record leaves no trace
@@ -187,6 +191,7 @@ def _run_in(
     retrieval: RetrievalResult | None,
     tooled: bool,
     show_progress: bool,
+    while_waiting: Callable[[], object] | None = None,
 ) -> RunResult:
     """The run's work once its directory is held: retrieval, then every (query, condition) not yet done."""
     config = directory.config
@@ -220,7 +225,8 @@ def _run_in(
             metas={d.corpus_id: d for d in pool.distractors},
             tools=tools,
         )
-        _generate(directory, items, done, work, show_progress)
+        with frozen_heap():  # the set-up's objects live on: no full collection rescans them mid-run
+            _generate(directory, items, done, work, show_progress, while_waiting)
     order = {it.key: i for i, it in enumerate(items)}
     records = sorted((r for r in done.values() if r.key in order), key=lambda r: order[r.key])
     return RunResult(directory, config, records, retrieval, llm_stats=_llm_stats(client, the_agent))
@@ -277,6 +283,7 @@ def _generate(
     done: dict[RecordKey, RunRecord],
     work: RunWork,
     show_progress: bool,
+    while_waiting: Callable[[], object] | None = None,
 ) -> None:
     """Generate, execute and record every item not in ``done`` (which gains each record once it is on
     disk), behind the progress bars; a fatal model error or Ctrl-C says how to continue the run."""
@@ -284,10 +291,14 @@ def _generate(
     totals, finished = progress_counts([it.condition.name for it in items], list(done.values()))
     bar = ConditionProgress(totals, finished) if show_progress else None
 
+    waiting = [while_waiting] if while_waiting is not None else []
+
     def written(rec: RunRecord) -> None:
         done[rec.key] = rec
         if bar:
             bar.record(rec)
+        if waiting:
+            waiting.pop()()
 
     try:
         if bar:

@@ -11,7 +11,8 @@ would: ``--llm openai/stub --api-base http://127.0.0.1:<port>/v1``. The ideal wa
 same configuration on the core pool, in a fresh ``AGENTBENCH_CACHE_DIR`` seeded with a copy of your
 embedding and execution caches (so retrieval scoring is warm) and an empty LLM-response cache each time:
 
-1. ``cold``: ``agentbench run`` as a subprocess; builds the Chroma collection and executes the generated
+1. ``cold``: ``agentbench run`` as a subprocess (with Python's bytecode cache on, as by default, even
+   where ``PYTHONDONTWRITEBYTECODE`` is set); builds the Chroma collection and executes the generated
    code for the first time;
 2. ``warm``: the same command again (executions and the Chroma collection now cached, LLM calls not);
 3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
@@ -109,6 +110,9 @@ def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) 
     run_dir = root / name
     command = [sys.executable, "-m", "agentbench", "run", *run_args(args, stub.url, run_dir, root / "stores")]
     env = {**os.environ, "AGENTBENCH_CACHE_DIR": str(root / "cache"), "PYTHONPATH": str(ROOT)}
+    # a warm command reads agentbench's compiled modules from __pycache__, as a default Python writes
+    # them; a machine that sets PYTHONDONTWRITEBYTECODE (some containers do) compiles them on every start
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started

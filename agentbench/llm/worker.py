@@ -241,7 +241,8 @@ async def _serve(litellm: Any, requests: IO[bytes], out: IO[bytes]) -> None:
 
 def _die_with(parent: int) -> None:
     """Ask the kernel to end this fork when ``parent``, the worker it was forked from, ends: the pool stops
-    that one (its own child), and calls in flight here must not outlive an interrupted run."""
+    that one (its own child), and calls in flight here must not outlive an interrupted run. The signal
+    follows the forking *thread*: here the worker's main thread, which lives as long as the worker."""
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

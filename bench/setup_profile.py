@@ -65,12 +65,19 @@ timed(RunDirectory, "write_retrieval", "write")
 timed(pe, "plan_items", "plan+verdicts")
 timed(pe, "context_verdicts", "plan+verdicts")
 
+import threading
+FIRST = threading.Lock()
+
 def agent(task):
+    # the agent is called from several threads at once: the first call writes the spans and ends the
+    # process; any other waits here for that
+    FIRST.acquire()
     total = time.time() - T0
     spans["rest"] = total - sum(spans.values())
     spans["total"] = total
-    with open(OUT, "w") as fh:
+    with open(OUT + ".tmp", "w") as fh:
         json.dump(spans, fh)
+    os.replace(OUT + ".tmp", OUT)
     os._exit(0)
 
 import types

@@ -229,6 +229,8 @@ class _Worker:
         if self._stderr is not None:
             self._stderr.seek(0)
             errors = self._stderr.read().decode(errors="replace")
+            self._stderr.close()
+        self._replies.close()  # a replaced worker keeps no file open in a process that lives on
         died: dict[str, Any] = {"ok": False}
         if not answered and code is not None and code > 0:
             # an error before the first answer (LiteLLM that does not import): every replacement would

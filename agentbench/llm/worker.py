@@ -265,14 +265,19 @@ def _fork_workers(litellm: Any, forks: list[tuple[int, int]], own_out: IO[bytes]
     parent = os.getpid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps ended forks: no zombies
     for i, (requests, replies) in enumerate(forks):
-        if os.fork() == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _die_with(parent)
-            own_out.close()  # the parent's worker must see its replies end when it ends, not when we do
-            for fd in (fd for pair in forks[i + 1 :] for fd in pair):
-                os.close(fd)
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: the pool replaces this one when it sees it end
+            print(f"agentbench: could not fork a LiteLLM worker: {exc}", file=sys.stderr)
+            pid = -1
+        if pid == 0:  # the child: whatever happens, it never returns to the parent's code
             code = 0
             try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _die_with(parent)
+                own_out.close()  # the parent's worker must see its replies end when it ends, not when we do
+                for fd in (fd for pair in forks[i + 1 :] for fd in pair):
+                    os.close(fd)
                 out = os.fdopen(replies, "wb")
                 out.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
                 out.flush()
@@ -281,8 +286,10 @@ def _fork_workers(litellm: Any, forks: list[tuple[int, int]], own_out: IO[bytes]
                 traceback.print_exc()
                 code = 1
             finally:
-                sys.stderr.flush()
-                os._exit(code)
+                try:
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
         os.close(requests)
         os.close(replies)
 

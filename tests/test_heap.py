@@ -38,3 +38,15 @@ def test_freeze_at_exit_runs_after_the_handlers_registered_later() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["later False", "earlier True"]
+
+
+def test_litellm_already_imported_is_not_frozen_again() -> None:
+    """_import runs for every in-process request: only the first, real import may freeze the heap, or
+    every request would freeze the run's live objects (and their garbage) for good."""
+    from agentbench.llm._litellm import plain_litellm
+
+    plain_litellm()  # the real import, if this process has not made it yet
+    gc.unfreeze()
+    for _ in range(3):
+        plain_litellm()
+    assert gc.get_freeze_count() == 0

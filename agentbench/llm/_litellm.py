@@ -22,8 +22,11 @@ def _import() -> ModuleType:
     prepare_environment()  # no network at import: LiteLLM's bundled cost map, Hugging Face offline
     # LiteLLM's TypedDicts make pydantic warn on every schema build; it is noise for our users
     warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
-    with importing():  # about a quarter faster without the collector
+    if "litellm" in sys.modules:  # called for every request in this process: no freeze each time
         import litellm
+    else:
+        with importing():  # about a quarter faster without the collector
+            import litellm
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True

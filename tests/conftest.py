@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,20 @@ def require_docker() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"Docker is required in CI: {reason}")
         pytest.skip(reason)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a zombie has ended: only its exit status is left)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def still_alive(pids: list[int], wait: float = 30.0) -> list[int]:
+    """Those of ``pids`` still running after waiting up to ``wait`` s for them to end."""
+    deadline = time.monotonic() + wait
+    while (running := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running

@@ -21,6 +21,8 @@ import typer.main
 
 from agentbench.cli import app
 
+from .conftest import still_alive
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Libraries the stages load, each costing from tens of milliseconds to seconds to import; a top-level
@@ -202,24 +204,15 @@ def test_a_run_that_fails_its_checks_leaves_no_early_worker_behind(tmp_path: Pat
     assert _processes_with(tag) == []
 
 
-def _processes_with(tag: str, wait: float = 30.0) -> list[int]:
-    """Live processes whose environment holds ``tag``, after waiting up to ``wait`` s for them to end
-    (a killed worker's forks end as soon as the kernel tells them; zombies count as ended)."""
-    import time
-
-    deadline = time.monotonic() + wait
-    while True:
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if f"AGENTBENCH_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
-                found.append(int(entry.name))
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
+def _processes_with(tag: str) -> list[int]:
+    """Processes whose environment holds ``tag`` (the workers inherit it) and that are still running
+    after up to 30 s (a worker's forks end as soon as the kernel tells them)."""
+    tagged = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if f"AGENTBENCH_TEST_TAG={tag}".encode() in environ.split(b"\0"):
+            tagged.append(int(entry.name))
+    return still_alive(tagged)

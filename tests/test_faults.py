@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, core_subset
+from .conftest import ROOT, alive, core_subset
 
 sys.path.insert(0, str(ROOT / "bench"))
 from ray_sandbox import with_descendants  # noqa: E402  (the process-tree walk the Ray benchmark uses)
@@ -325,14 +325,6 @@ def _descendants(pid: int) -> set[int]:
     return set(with_descendants([pid])) - {pid}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_stops_the_run_promptly_and_keeps_its_records(env: dict, tmp_path: Path, sig) -> None:
     d = tmp_path / "interrupted"
@@ -371,7 +363,7 @@ def test_an_interrupt_stops_the_run_promptly_and_keeps_its_records(env: dict, tm
     line = one_line_error(subprocess.CompletedProcess([], proc.returncode, "", err), code=130)
     assert f"--resume --run-dir {d}" in line
     time.sleep(1)
-    assert not [p for p in jobs if _alive(p)], "sandbox processes outlived the run"
+    assert not [p for p in jobs if alive(p)], "sandbox processes outlived the run"
     assert len(records(d)) >= kept, "finished records are kept"
 
 

@@ -22,7 +22,7 @@ from agentbench.errors import ModelError
 from agentbench.llm import LLMClient
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit, process_pool
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, run_cli, still_alive
 
 sys.path.insert(0, str(ROOT / "bench"))
 from stub_llm import running_stub  # noqa: E402
@@ -452,25 +452,6 @@ def _parent_of(pid: int) -> int | None:
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
 
 
-def _ended(pids: list[int], wait: float = 30.0) -> bool:
-    """Whether every process in ``pids`` has ended (a zombie counts), waiting up to ``wait`` s."""
-    import time
-
-    deadline = time.monotonic() + wait
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                alive.append(pid)
-        if not alive or time.monotonic() > deadline:
-            return not alive
-        time.sleep(0.1)
-
-
 @pytest.mark.skipif(not FORKS, reason="workers are forked from one import on Linux only")
 def test_a_pools_workers_share_one_litellm_import_and_end_with_it(no_local_calls: None) -> None:
     """One worker imports LiteLLM and forks the others: they answer like it, their parent is that
@@ -495,7 +476,7 @@ def test_a_pools_workers_share_one_litellm_import_and_end_with_it(no_local_calls
         assert all(w.process is None and w.pid is not None and _parent_of(w.pid) == first.pid for w in forks)
         assert len({w.pid for w in pool._workers}) == 3
         os.kill(first.pid, signal.SIGKILL)
-        assert _ended([w.pid for w in forks if w.pid])
+        assert still_alive([w.pid for w in forks if w.pid]) == []
     finally:
         pool.close()
 
@@ -515,7 +496,7 @@ def test_a_closed_pool_leaves_no_worker_process(no_local_calls: None) -> None:
     pids = [w.pid for w in pool._workers]
     assert len(pids) == 2 and all(pids)
     pool.close()
-    assert _ended([pid for pid in pids if pid])
+    assert still_alive([pid for pid in pids if pid]) == []
 
 
 def test_workers_are_started_afresh_when_litellms_import_leaves_a_thread(

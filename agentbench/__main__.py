@@ -41,19 +41,28 @@ def start_llm_workers(argv: list[str]) -> None:
         return
     if len(known.llm) != 1 or known.agent or (known.concurrency is None and known.llm_processes is None):
         return
+    from .errors import AgentbenchError
     from .llm._litellm import in_process_provider
     from .llm.processes import process_pool, worker_count
 
     count = worker_count(known.concurrency or 1, known.llm_processes)
     if count > 0 and not in_process_provider(known.llm[0]):  # as the run's client will decide
-        process_pool(count)  # the client finds it started
+        try:
+            process_pool(count)  # the client finds it started
+        except AgentbenchError:  # a setting the command reports itself (AGENTBENCH_KEEP_WORKERS)
+            return
 
 
 def main() -> None:
     from .heap import freeze_at_exit
 
     freeze_at_exit()
-    start_llm_workers(sys.argv[1:])
+    from ._env import prepare_environment
+    from .logs import log_to_stderr
+
+    prepare_environment()  # as the CLI will: workers started now must serve the same environment
+    with log_to_stderr():
+        start_llm_workers(sys.argv[1:])
     from .cli import main as cli_main
 
     cli_main()

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# workers kept between runs are a user's choice; tests that want them (test_llm_kept.py) turn them on
+os.environ.pop("AGENTBENCH_KEEP_WORKERS", None)
 AGENTBENCH = [sys.executable, "-m", "agentbench"]
 
 TINY_CODE = "def add_one(x):\n    if x is None:\n        return 0\n    return x + 1\n"

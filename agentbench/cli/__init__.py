@@ -6,18 +6,16 @@ records at INFO and above, one line each on stderr, as ``agentbench: <message>``
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import typer
 
 from .._env import prepare_environment
 from ..errors import AgentbenchError, Interrupted
-from . import check, compare, plan, pool, report, retrieve, run, sandbox
+from ..logs import StderrLineHandler, log_to_stderr
+from . import check, compare, plan, pool, report, retrieve, run, sandbox, workers
 
 __all__ = ["app", "main", "StderrLineHandler", "log_to_stderr"]
 
@@ -36,36 +34,7 @@ app.command("report")(report.report)
 app.command("compare")(compare.compare)
 app.command("check")(check.check)
 app.command("plan")(plan.plan)
-
-
-class StderrLineHandler(logging.Handler):
-    """A log record as one line on the current ``sys.stderr``: ``agentbench: <message>``, no traceback."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = " ".join(record.getMessage().splitlines())
-            stream = sys.stderr
-            stream.write(f"agentbench: {message}\n")
-            stream.flush()
-        except Exception:  # pragma: no cover - logging must never break the command
-            self.handleError(record)
-
-
-@contextmanager
-def log_to_stderr(level: int = logging.INFO) -> Iterator[None]:
-    """While the command runs, print the ``agentbench`` loggers' records at ``level`` and above on stderr
-    (the handler and level are removed afterwards, so calling :func:`main` in a process leaves no trace)."""
-    logger = logging.getLogger("agentbench")
-    handler = StderrLineHandler(level)
-    previous = logger.level
-    logger.addHandler(handler)
-    if logger.getEffectiveLevel() > level:
-        logger.setLevel(level)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
+app.command("workers")(workers.workers)
 
 
 def main() -> None:

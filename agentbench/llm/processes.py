@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from .kept import kept_workers
 
 __all__ = [
     "Answer",
@@ -116,8 +119,12 @@ class _Worker:
         replies: IO[bytes],
         process: subprocess.Popen[bytes] | None = None,
         stderr: IO[bytes] | None = None,
+        link: socket.socket | None = None,
     ) -> None:
         self.process = process
+        self._link = link
+        """The connection to a kept server (:mod:`.server`) that forked this worker: closing it ends the
+        worker."""
         self.pid: int | None = process.pid if process is not None else None
         self._requests = requests
         self._replies = replies
@@ -140,14 +147,26 @@ class _Worker:
     def start(cls, processes: int = 1) -> list[_Worker]:
         """``processes`` new workers: one child process, and where :data:`FORKS` allows, the rest forked
         from it once it has imported LiteLLM (each would otherwise import it at the same time, seconds of
-        CPU apiece on cores the run is still setting up on); elsewhere a child each."""
+        CPU apiece on cores the run is still setting up on); elsewhere a child each. Where workers are
+        kept (:mod:`.server`), all are forked by the kept server instead, with LiteLLM already imported."""
         if processes < 1:
             return []
+        stderr = tempfile.TemporaryFile()
+        if FORKS and (kept := kept_workers(processes, stderr)) is not None:
+            return [
+                cls(
+                    os.fdopen(requests, "wb"),
+                    os.fdopen(replies, "rb"),
+                    stderr=stderr if i == 0 else None,
+                    link=kept.link,
+                )
+                for i, (requests, replies) in enumerate(kept.pipes)
+            ]
         if processes > 1 and not FORKS:
+            stderr.close()
             return [w for _ in range(processes) for w in cls.start(1)]
         pairs = [(os.pipe(), os.pipe()) for _ in range(processes - 1)]  # (requests, replies) of each fork
         theirs = [fd for requests, replies in pairs for fd in (requests[0], replies[1])]
-        stderr = tempfile.TemporaryFile()
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -257,6 +276,8 @@ class _Worker:
         more (an interrupted run). Left to exit by itself, it spends seconds in LiteLLM's shutdown, which
         the run would wait for at exit. A fork ends with the worker it was forked from."""
         self._outbox.put(None)
+        if self._link is not None:
+            self._link.close()  # a kept server's workers end with it, its other workers of this pool too
         if self.process is None:
             return
         self.process.terminate()

@@ -1,0 +1,242 @@
+"""LiteLLM workers kept alive between runs (AGENTBENCH_KEEP_WORKERS; agentbench.llm.kept and .server):
+one server imports LiteLLM and forks each pool's workers; the workers belong to their pool (they end with
+it, even when its process is killed), not to the server; a server exits when idle and leaves nothing
+behind; any problem falls back to the run's own workers with one warning."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentbench.llm.kept import KEEP_ENV, list_servers, server_key, stop_server
+from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit
+
+from .conftest import ROOT, core_subset, run_cli, still_alive
+
+sys.path.insert(0, str(ROOT / "bench"))
+from stub_llm import running_stub  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not FORKS, reason="kept workers are forked: Linux only")
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
+
+
+def _prompt(i: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"request {i}\n```python\ndef f_{i}(x):\n```"}]
+
+
+def _answers(pool: LLMProcessPool, url: str, n: int) -> list[str]:
+    kwargs = {"model": "openai/stub", "api_base": url, "api_key": "no-key"}
+
+    async def go() -> list:
+        return await asyncio.gather(
+            *(pool.complete({**kwargs, "messages": _prompt(i)}, WireLimit("k", 4)) for i in range(n))
+        )
+
+    return [a.fields["text"] for a in asyncio.run(go())]
+
+
+def _expected(n: int) -> list[str]:
+    return [f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(n)]
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Kept workers on, with their servers in a directory of this test's own (short: a socket's path is
+    at most 107 bytes); any server left is stopped."""
+    directory = Path(tempfile.mkdtemp(prefix="ab-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(directory))
+    monkeypatch.setenv(KEEP_ENV, "120")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    yield directory
+    for server in list_servers():
+        stop_server(server.socket)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _server_pid() -> int:
+    servers = list_servers()
+    assert len(servers) == 1 and servers[0].pid is not None, servers
+    return servers[0].pid
+
+
+def test_kept_workers_are_forked_by_one_server_reused_and_outlive_it(runtime: Path) -> None:
+    with running_stub(latency=0.05) as stub:
+        first = LLMProcessPool(2)
+        assert _answers(first, stub.url, 6) == _expected(6)
+        server = _server_pid()
+        pids = [w.pid for w in first._workers]
+        assert all(w.process is None and w.pid for w in first._workers) and len(set(pids)) == 2
+        assert all(_parent_of(pid) == server for pid in pids if pid)  # not this process's children
+        first.close()
+        assert still_alive([pid for pid in pids if pid]) == []  # a closed pool leaves no worker
+
+        second = LLMProcessPool(2)
+        try:
+            assert _server_pid() == server  # the same server: LiteLLM is not imported again
+            assert {w.pid for w in second._workers}.isdisjoint(pids)
+            assert stop_server(list_servers()[0].socket)
+            assert still_alive([server]) == [] and not list(runtime.glob("*/*"))  # nothing left behind
+            assert _answers(second, stub.url, 4) == _expected(
+                4
+            )  # its workers are the pool's, not the server's
+        finally:
+            second.close()
+
+
+def test_kept_workers_end_when_their_runs_process_is_killed(runtime: Path) -> None:
+    code = (
+        "import sys, time\n"
+        "from agentbench.llm.processes import LLMProcessPool\n"
+        "pool = LLMProcessPool(2)\n"
+        "while not all(w.pid for w in pool._workers):  # each worker's first line is its pid\n"
+        "    time.sleep(0.01)\n"
+        "print(*[w.pid for w in pool._workers], flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert child.stdout is not None
+        workers = [int(pid) for pid in child.stdout.readline().split()]
+        server = _server_pid()
+        assert len(workers) == 2 and all(_parent_of(pid) == server for pid in workers)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert still_alive(workers) == []
+        assert still_alive([server], wait=0.5) == [server]  # the server waits for the next run
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_idle_server_exits_and_leaves_nothing(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEEP_ENV, "1")
+    with running_stub(latency=0.01) as stub:
+        pool = LLMProcessPool(1)
+        try:
+            assert _answers(pool, stub.url, 2) == _expected(2)
+            server = _server_pid()
+        finally:
+            pool.close()
+    assert still_alive([server]) == []
+    assert not list(runtime.glob("*/*"))
+
+
+def test_a_server_serves_only_the_environment_it_was_started_in() -> None:
+    """LiteLLM and httpx read the environment at import: a different key or proxy is another server;
+    what changes from one shell command to the next is not."""
+    env = {"PATH": "/usr/bin", "OPENAI_API_KEY": "sk-a", "PWD": "/a"}
+    assert server_key({**env, "OPENAI_API_KEY": "sk-b"}) != server_key(env)
+    assert server_key({**env, "HTTPS_PROXY": "http://proxy:3128"}) != server_key(env)
+    assert server_key({**env, "PWD": "/b", "OLDPWD": "/a", "_": "/usr/bin/agentbench", KEEP_ENV: "9"}) == (
+        server_key(env)
+    )
+
+
+def test_a_runtime_directory_others_can_enter_falls_back_with_a_warning(
+    runtime: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    private = runtime / f"agentbench-{os.getuid()}"
+    private.mkdir(mode=0o700)
+    private.chmod(0o755)
+    with running_stub(latency=0.01) as stub, caplog.at_level(logging.WARNING, logger="agentbench"):
+        pool = LLMProcessPool(2)
+        try:
+            assert _answers(pool, stub.url, 4) == _expected(4)
+            assert pool._workers[0].process is not None  # the run's own workers
+        finally:
+            pool.close()
+    warnings = [r.getMessage() for r in caplog.records if "kept LiteLLM workers" in r.getMessage()]
+    assert len(warnings) == 1 and "not a directory private to this user" in warnings[0]
+    assert not list(private.iterdir())
+
+
+def test_a_server_that_cannot_fork_falls_back_with_its_reason(
+    runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys, threading, time\n"
+        "if 'agentbench.llm.server' in sys.orig_argv:  # a thread in the server once it has forked away\n"
+        "    os.register_at_fork(after_in_child=lambda: threading.Thread(\n"
+        "        target=time.sleep, args=(3600,), daemon=True).start())\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    with running_stub(latency=0.01) as stub, caplog.at_level(logging.WARNING, logger="agentbench"):
+        pool = LLMProcessPool(2)
+        try:
+            assert _answers(pool, stub.url, 4) == _expected(4)
+        finally:
+            pool.close()
+    warnings = [r.getMessage() for r in caplog.records if "kept LiteLLM workers" in r.getMessage()]
+    assert len(warnings) == 1 and "started a thread" in warnings[0]
+    assert list_servers() == []
+
+
+def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_stops_them(
+    runtime: Path, tmp_path: Path
+) -> None:
+    pool = core_subset(4, tmp_path / "pool")
+    records = {}
+    with running_stub(latency=0.02, every=5, retry_after=0.2) as stub:
+        for name, keep in (("own", "0"), ("kept1", "120"), ("kept2", "120")):
+            run_dir = tmp_path / name
+            args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool)]
+            args += ["--embedder", "bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores")]
+            args += ["--concurrency", "8", "--llm-processes", "2", "--run-dir", str(run_dir)]
+            env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), KEEP_ENV: keep}
+            res = run_cli(*args, env=env)
+            assert res.returncode == 0, res.stderr[-2000:]
+            assert ("workers are kept for 120 s" in res.stderr) == (name == "kept1"), res.stderr
+            lines = (run_dir / "records.jsonl").read_text().splitlines()
+            records[name] = sorted(
+                (r["query_id"], r["condition"], r["code"], r["status"], r["passed"])
+                for r in map(json.loads, lines)
+            )
+    assert records["own"] == records["kept1"] == records["kept2"] and len(records["own"]) == 4 * 4
+    listed = run_cli("workers")
+    server = _server_pid()
+    assert listed.returncode == 0 and f"pid {server}: 0 run(s) connected" in listed.stdout
+    stopped = run_cli("workers", "--stop")
+    assert stopped.returncode == 0 and f"pid {server}: stopped" in stopped.stdout
+    assert still_alive([server]) == []
+    assert "no kept LiteLLM workers" in run_cli("workers").stdout
+
+
+def test_a_bad_keep_setting_is_a_one_line_error(tmp_path: Path) -> None:
+    pool = core_subset(2, tmp_path / "pool")
+    with running_stub(latency=0.01) as stub:
+        args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool), "--embedder"]
+        args += ["bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores"), "--concurrency"]
+        args += ["64", "--run-dir", str(tmp_path / "run")]
+        res = run_cli(*args, env={KEEP_ENV: "ten minutes", "AGENTBENCH_CACHE_DIR": str(tmp_path / "c")})
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{KEEP_ENV}='ten minutes' is not a number of seconds" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_listing_kept_workers_writes_nothing(tmp_path: Path) -> None:
+    res = run_cli("workers", env={"XDG_RUNTIME_DIR": str(tmp_path)})
+    assert res.returncode == 0 and "no kept LiteLLM workers" in res.stdout
+    assert not list(tmp_path.iterdir())

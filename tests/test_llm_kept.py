@@ -14,11 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from agentbench.llm import kept
 from agentbench.llm.kept import KEEP_ENV, list_servers, server_key, stop_server
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit
 
@@ -65,6 +67,8 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(directory))
     monkeypatch.setenv(KEEP_ENV, "120")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(kept, "_warned", set())  # this test's warnings, not those of an earlier one
+    monkeypatch.setattr(kept, "_planned", {})
     yield directory
     for server in list_servers():
         stop_server(server.socket)
@@ -77,11 +81,30 @@ def _server_pid() -> int:
     return servers[0].pid
 
 
+def _wait_for(condition: Callable[[], object], wait: float = 60.0) -> None:
+    deadline = time.monotonic() + wait
+    while not condition():
+        assert time.monotonic() < deadline, "waited in vain"
+        time.sleep(0.05)
+
+
+def _start_server() -> int:
+    """What a first run does: no server yet, so the pool's workers are its own and, once it closes, a
+    server starts (in the background: the wait for it to listen is the test's)."""
+    pool = LLMProcessPool(1)
+    try:
+        assert pool._workers[0].process is not None  # the run's own worker
+    finally:
+        pool.close()
+    _wait_for(lambda: any(s.pid for s in list_servers()))
+    return _server_pid()
+
+
 def test_kept_workers_are_forked_by_one_server_reused_and_outlive_it(runtime: Path) -> None:
+    server = _start_server()
     with running_stub(latency=0.05) as stub:
         first = LLMProcessPool(2)
         assert _answers(first, stub.url, 6) == _expected(6)
-        server = _server_pid()
         pids = [w.pid for w in first._workers]
         assert all(w.process is None and w.pid for w in first._workers) and len(set(pids)) == 2
         assert all(_parent_of(pid) == server for pid in pids if pid)  # not this process's children
@@ -94,9 +117,8 @@ def test_kept_workers_are_forked_by_one_server_reused_and_outlive_it(runtime: Pa
             assert {w.pid for w in second._workers}.isdisjoint(pids)
             assert stop_server(list_servers()[0].socket)
             assert still_alive([server]) == [] and not list(runtime.glob("*/*"))  # nothing left behind
-            assert _answers(second, stub.url, 4) == _expected(
-                4
-            )  # its workers are the pool's, not the server's
+            # the workers are the pool's, not the server's
+            assert _answers(second, stub.url, 4) == _expected(4)
         finally:
             second.close()
 
@@ -111,13 +133,13 @@ def test_kept_workers_end_when_their_runs_process_is_killed(runtime: Path) -> No
         "print(*[w.pid for w in pool._workers], flush=True)\n"
         "sys.stdin.read()\n"
     )
+    server = _start_server()
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     try:
         assert child.stdout is not None
         workers = [int(pid) for pid in child.stdout.readline().split()]
-        server = _server_pid()
         assert len(workers) == 2 and all(_parent_of(pid) == server for pid in workers)
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -130,11 +152,12 @@ def test_kept_workers_end_when_their_runs_process_is_killed(runtime: Path) -> No
 
 def test_an_idle_server_exits_and_leaves_nothing(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEEP_ENV, "1")
+    server = _start_server()
     with running_stub(latency=0.01) as stub:
         pool = LLMProcessPool(1)
         try:
             assert _answers(pool, stub.url, 2) == _expected(2)
-            server = _server_pid()
+            assert _parent_of(pool._workers[0].pid or 0) == server
         finally:
             pool.close()
     assert still_alive([server]) == []
@@ -182,15 +205,19 @@ def test_a_server_that_cannot_fork_falls_back_with_its_reason(
         "        target=time.sleep, args=(3600,), daemon=True).start())\n"
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    LLMProcessPool(1).close()  # a first run: the server starts when it ends, and fails
+    _wait_for(lambda: any(kept.FAILED in log.read_text() for log in runtime.glob("*/*.log")))
     with running_stub(latency=0.01) as stub, caplog.at_level(logging.WARNING, logger="agentbench"):
         pool = LLMProcessPool(2)
         try:
             assert _answers(pool, stub.url, 4) == _expected(4)
+            assert pool._workers[0].process is not None  # the run's own (the others forked from it)
         finally:
             pool.close()
     warnings = [r.getMessage() for r in caplog.records if "kept LiteLLM workers" in r.getMessage()]
-    assert len(warnings) == 1 and "started a thread" in warnings[0]
-    assert list_servers() == []
+    assert len(warnings) == 1, warnings
+    assert "the last kept server failed: RuntimeError: LiteLLM's import started a thread" in warnings[0]
+    assert list_servers() == [] and not list(runtime.glob("*/*.log"))  # the next run tries again
 
 
 def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_stops_them(
@@ -207,13 +234,17 @@ def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_sto
             env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), KEEP_ENV: keep}
             res = run_cli(*args, env=env)
             assert res.returncode == 0, res.stderr[-2000:]
-            assert ("workers are kept for 120 s" in res.stderr) == (name == "kept1"), res.stderr
+            assert ("will be kept for the next runs" in res.stderr) == (name == "kept1"), res.stderr
+            if name == "kept1":  # it started a server as it ended: the next run uses it once it listens
+                _wait_for(lambda: any(s.pid for s in list_servers()))
             lines = (run_dir / "records.jsonl").read_text().splitlines()
             records[name] = sorted(
                 (r["query_id"], r["condition"], r["code"], r["status"], r["passed"])
                 for r in map(json.loads, lines)
             )
     assert records["own"] == records["kept1"] == records["kept2"] and len(records["own"]) == 4 * 4
+    (log,) = runtime.glob("*/*.log")
+    assert log.read_text().count("agentbench: forked 2 workers for a run") == 1  # kept2's
     listed = run_cli("workers")
     server = _server_pid()
     assert listed.returncode == 0 and f"pid {server}: 0 run(s) connected" in listed.stdout

@@ -3,7 +3,9 @@
 Every command that starts LiteLLM workers (:mod:`.processes`) otherwise pays LiteLLM's import, about 2 s
 of CPU, before its first call. A kept server (``python -m agentbench.llm.server``) imports it once, then
 forks the workers each pool asks for over a Unix socket in a private directory, and exits once no pool
-has been connected for the idle time.
+has been connected for the idle time. A command that finds no server starts its own workers, and the
+server when its run ends, for the next command: no command waits for a server, and a server's import
+never competes with a run for the cores.
 
 A forked worker belongs to the pool that asked for it, not to the server: it ends when that pool closes
 its connection or its process ends, even killed, so no call outlives its run, and stopping the server
@@ -29,7 +31,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ __all__ = [
     "list_servers",
     "runtime_dir",
     "server_key",
+    "start_planned_servers",
     "stop_server",
     "send_message",
     "receive_message",
@@ -58,13 +60,16 @@ KEEP_ENV = "AGENTBENCH_KEEP_WORKERS"
 VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", KEEP_ENV})
 """Variables that change from one shell command to the next and that LiteLLM never reads: left out of
 the server's key, as agentbench's own ``AGENTBENCH_*`` are (a worker still gets the command's values)."""
-START_TIMEOUT = 60.0
-"""Seconds a command waits for a server it started to import LiteLLM and listen (seconds when idle)."""
 REPLY_TIMEOUT = 10.0
 MAX_WORKERS = 64
 _HEADER = struct.Struct("!I")
 
+FAILED = "kept server failed: "
+"""How a server's last line in its log begins when it failed, for the next command to report."""
+
 _warned: set[str] = set()
+_planned: dict[Path, tuple[float, dict[str, str]]] = {}
+"""Servers to start when this process's pool closes: none listened when it started."""
 
 
 def keep_seconds() -> float:
@@ -149,8 +154,6 @@ class KeptWorkers:
 
     link: socket.socket
     pipes: list[tuple[int, int]]
-    spawned: bool
-    """Whether this command started the server."""
 
 
 def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -190,77 +193,81 @@ def _connect(path: Path, timeout: float) -> socket.socket:
     return sock
 
 
-def _spawn(path: Path, idle: float, env: dict[str, str]) -> int | None:
-    """Start a server for ``path``: its pid, or None when another command's server holds the key's lock
-    (it is starting, or about to listen). The server is no child of this command (a daemon in a session
-    of its own: a Ctrl-C in the terminal is for the command) and holds none of its files (a CI step that
-    waits for its output to close is not held)."""
+def _socket_path() -> Path:
+    path = runtime_dir() / f"{server_key()}.sock"
+    if len(os.fsencode(path)) > 107:
+        raise OSError(f"{path} is too long for a Unix socket: set XDG_RUNTIME_DIR to a shorter directory")
+    return path
+
+
+def _failure(path: Path) -> str | None:
+    """The last line of a server for ``path`` that failed (it left its log; a clean exit removes it, a
+    running or starting one holds the lock)."""
+    import fcntl  # (Unix: kept workers are Linux only)
+
+    try:
+        with open(path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        last = path.with_suffix(".log").read_text(errors="replace").strip().splitlines()[-1:]
+    except (OSError, BlockingIOError):
+        return None
+    return last[0].removeprefix(f"agentbench: {FAILED}") if last and FAILED in last[0] else None
+
+
+def _spawn(path: Path, idle: float, env: dict[str, str]) -> None:
+    """Start a server for ``path`` and return once it is on its own: a daemon in a session of its own (a
+    Ctrl-C in the terminal is for the command), holding none of the command's files (a CI step waiting
+    for its output to close is not held). If another command's server holds the key's lock, it does
+    nothing."""
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)}
     with open(path.with_suffix(".log"), "ab") as log:
-        started = subprocess.run(
+        subprocess.run(
             [sys.executable, "-m", "agentbench.llm.server", str(path), repr(idle)],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=log,
             stderr=log,
             env=env,
             cwd="/",
             start_new_session=True,
-            timeout=START_TIMEOUT,
+            timeout=REPLY_TIMEOUT,
             check=False,
         )
-    said = started.stdout.decode(errors="replace").split()
-    if started.returncode != 0 or not said:
-        raise OSError(f"the server did not start (exit code {started.returncode}): {_last_line(path)}")
-    return int(said[1]) if said[0] == "pid" else None
 
 
-def _last_line(path: Path) -> str:
-    try:
-        lines = path.with_suffix(".log").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else "no output"
+def _plan_server(path: Path, idle: float) -> None:
+    """No server listens: start one when this process's pool closes (:func:`start_planned_servers`), so
+    that its import of LiteLLM does not compete with this run for the cores, unless the last one failed:
+    then say why, once, and leave the next command to try again."""
+    if path in _planned:
+        return
+    failed = _failure(path)
+    if failed is not None:
+        path.with_suffix(".log").unlink(missing_ok=True)
+        raise OSError(f"the last kept server failed: {failed}")
+    _planned[path] = (idle, _environment())
+    logger.info(
+        "llm: LiteLLM workers will be kept for the next runs: a server starts when this run ends and stays "
+        "%g s after the last (%s; `agentbench workers --stop` ends it)",
+        idle,
+        KEEP_ENV,
+    )
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _open(idle: float) -> tuple[socket.socket, bool]:
-    """A connection to this command's server, started if none listens."""
-    env = _environment()
-    path = runtime_dir() / f"{server_key(env)}.sock"
-    if len(os.fsencode(path)) > 107:
-        raise OSError(f"{path} is too long for a Unix socket: set XDG_RUNTIME_DIR to a shorter directory")
-    try:
-        return _connect(path, REPLY_TIMEOUT), False
-    except (FileNotFoundError, ConnectionRefusedError):
-        pass
-    pid = _spawn(path, idle, env)
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
+def start_planned_servers() -> None:
+    """Start the servers this process planned (when its pool closes: its run is over)."""
+    while _planned:
+        path, (idle, env) = _planned.popitem()
         try:
-            return _connect(path, REPLY_TIMEOUT), True
-        except (FileNotFoundError, ConnectionRefusedError):
-            pass
-        if pid is not None and not _running(pid):
-            raise OSError(f"the server exited: {_last_line(path)}")
-        if time.monotonic() > deadline:
-            raise OSError(f"no server listened within {START_TIMEOUT:.0f} s")
-        time.sleep(0.02)
+            _spawn(path, idle, env)
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.debug("could not start a kept server: %s", exc)
 
 
 def kept_workers(processes: int, stderr: IO[bytes]) -> KeptWorkers | None:
-    """``processes`` workers forked by the kept server (started if need be), their errors written to
-    ``stderr``; None when workers are not kept, or the server cannot be used (a warning says why, once
-    per reason): the caller then starts its own."""
+    """``processes`` workers forked by the kept server, their errors written to ``stderr``; None when
+    workers are not kept, no server listens yet (one is started when the pool closes), or it cannot be
+    used (a warning says why, once per reason): the caller then starts its own."""
     idle = keep_seconds()
     if idle <= 0 or sys.platform != "linux" or not 0 < processes <= MAX_WORKERS:
         return None
@@ -268,7 +275,12 @@ def kept_workers(processes: int, stderr: IO[bytes]) -> KeptWorkers | None:
     theirs: list[int] = []
     link: socket.socket | None = None
     try:
-        link, spawned = _open(idle)
+        path = _socket_path()
+        try:
+            link = _connect(path, REPLY_TIMEOUT)
+        except (FileNotFoundError, ConnectionRefusedError):
+            _plan_server(path, idle)
+            return None
         for _ in range(processes):
             requests, replies = os.pipe(), os.pipe()
             ours += [requests[1], replies[0]]
@@ -279,16 +291,8 @@ def kept_workers(processes: int, stderr: IO[bytes]) -> KeptWorkers | None:
         if not reply.get("ok"):
             raise OSError(reply.get("error", "the server refused"))
         link.settimeout(None)
-        pipes = [(ours[i], ours[i + 1]) for i in range(0, len(ours), 2)]
-        if spawned:
-            logger.info(
-                "llm: LiteLLM workers are kept for %g s after the last run (%s; `agentbench workers --stop` "
-                "ends them)",
-                idle,
-                KEEP_ENV,
-            )
-        return KeptWorkers(link, pipes, spawned)
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+        return KeptWorkers(link, [(ours[i], ours[i + 1]) for i in range(0, len(ours), 2)])
+    except (OSError, ValueError, KeyError) as exc:
         for fd in ours:
             os.close(fd)
         if link is not None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .kept import kept_workers
+from .kept import kept_workers, start_planned_servers
 
 __all__ = [
     "Answer",
@@ -353,10 +353,13 @@ class LLMProcessPool:
         return Answer(reply["fields"], bool(reply.get("gated")))
 
     def close(self) -> None:
+        """Stop the workers; then, with workers kept between runs, start the server none was found for
+        (:func:`~.kept.start_planned_servers`): the run is over, so its import competes with nothing."""
         with self._lock:
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.close()
+        start_planned_servers()
 
 
 _pool: LLMProcessPool | None = None

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from .kept import MAX_WORKERS, REPLY_TIMEOUT, receive_message, send_message
+from .kept import FAILED, MAX_WORKERS, REPLY_TIMEOUT, receive_message, send_message
 
 __all__ = ["main"]
 
@@ -157,6 +157,7 @@ class _Server:
             send_message(link, {"ok": True})
             self.selector.register(link, selectors.EVENT_READ)
             self.pools.add(link)
+            print(f"agentbench: forked {count} workers for a run", file=sys.stderr, flush=True)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -180,19 +181,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        print("busy", flush=True)  # another command's server for the same key is starting or serving
-        return 0
-    pid = os.fork()  # the daemon; the lock is shared with it, and stays when this process exits
-    if pid:
-        print(f"pid {pid}", flush=True)
+        return 0  # another command's server for the same key is starting or serving
+    if os.fork():  # the daemon is the child: no command waits for it (the lock is shared with it)
         os._exit(0)
-    os.dup2(2, 1)  # the command reads this output to its end: the daemon writes only to the log
-    from ._litellm import plain_litellm
+    try:
+        from ._litellm import plain_litellm
 
-    litellm = plain_litellm()
-    if threading.active_count() > 1:  # forks would copy its locks without it (see worker._fork_workers)
-        print("agentbench: LiteLLM's import started a thread: workers cannot be forked", file=sys.stderr)
+        litellm = plain_litellm()
+        if threading.active_count() > 1:  # a fork would copy its locks without it (worker._fork_workers)
+            raise RuntimeError("LiteLLM's import started a thread, so workers cannot be forked")
+        return _serve(path, idle, litellm, lock)
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"agentbench: {FAILED}{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
+
+
+def _serve(path: Path, idle: float, litellm: Any, lock: IO[str]) -> int:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a killed server's socket: the lock says none serves it
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -1,7 +1,7 @@
 """API throughput of `agentbench run` against a local OpenAI-compatible server with latency and 429s.
 
     python bench/api_throughput.py [--concurrency 64] [--latency 0.5] [--every 50] [--retry-after 0.5]
-                                   [--conditions closed_book] [--limit N] [--skip-cli]
+                                   [--conditions closed_book] [--limit N] [--skip-cli] [--skip-kept]
                                    [--cli-llm-processes N]
 
 The server is ``bench/stub_llm.py`` (a subprocess): every completion takes ``--latency`` seconds and every
@@ -15,6 +15,9 @@ embedding and execution caches (so retrieval scoring is warm) and an empty LLM-r
    where ``PYTHONDONTWRITEBYTECODE`` is set); builds the Chroma collection and executes the generated
    code for the first time;
 2. ``warm``: the same command again (executions and the Chroma collection now cached, LLM calls not);
+   then twice more with LiteLLM workers kept between runs (``AGENTBENCH_KEEP_WORKERS``, a server of the
+   bench's own, stopped at the end): ``kept_first`` finds no server and starts one as it ends, ``kept``
+   uses it once it listens (skip with ``--skip-kept``);
 3. ``stage``: ``evaluate_config`` in this process with the same settings, timing the generation stage
    (``generate_and_execute``: LLM calls with their retries, executions of the generations, record writes)
    apart from the set-up before it (imports, pool, retrieval scoring, context verdicts), which does not
@@ -28,7 +31,8 @@ Retry-After handling) sending as many distinct requests to the same server, whic
 allows a plain async client.
 
 Prints ``api_run_vs_ideal=<stage / ideal>`` (target <= 1.25, exit code 1 when missed),
-``api_whole_run_vs_ideal=<warm CLI wall / ideal>``, ``api_cold_run_vs_ideal``, ``raw_client_vs_ideal`` and
+``api_whole_run_vs_ideal=<warm CLI wall / ideal>``, ``api_cold_run_vs_ideal``,
+``api_whole_run_kept_workers_vs_ideal``, ``raw_client_vs_ideal`` and
 ``api_run_vs_raw_client=<stage / raw client wall>``, with the calls, 429s, retries, walls, the ideal, this
 process's CPU time per completion (stage and raw client), the whole machine's CPU time in the stage (and the
 stub server's share of it) and the load average. Each run also checks that records.jsonl holds exactly one
@@ -51,6 +55,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_llm import RunningStub, running_stub  # noqa: E402
+
+from agentbench.llm.kept import KEEP_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.25
@@ -104,12 +110,18 @@ def run_args(args: argparse.Namespace, url: str, run_dir: Path, store_dir: Path)
     return out
 
 
-def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) -> dict[str, Any]:
+def cli_run(
+    args: argparse.Namespace, stub: RunningStub, root: Path, name: str, keep: bool = False
+) -> dict[str, Any]:
+    """``keep``: with LiteLLM workers kept between runs (a server of this bench's own)."""
     clear_llm_cache(root / "cache")
     stub.reset()
     run_dir = root / name
     command = [sys.executable, "-m", "agentbench", "run", *run_args(args, stub.url, run_dir, root / "stores")]
     env = {**os.environ, "AGENTBENCH_CACHE_DIR": str(root / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop(KEEP_ENV, None)
+    if keep:
+        env.update({KEEP_ENV: "60", "XDG_RUNTIME_DIR": str(root / "runtime")})
     # a warm command reads agentbench's compiled modules from __pycache__, as a default Python writes
     # them; a machine that sets PYTHONDONTWRITEBYTECODE (some containers do) compiles them on every start
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -123,6 +135,34 @@ def cli_run(args: argparse.Namespace, stub: RunningStub, root: Path, name: str) 
     expected = sum(c["n"] + c["llm_errors"] + c["infra_errors"] for c in n_items["conditions"].values())
     statuses = check_records(run_dir, expected)
     return {"wall": wall, "stats": stats, "statuses": statuses, "records": expected}
+
+
+def wait_for_server(runtime: Path, wait: float = 60.0) -> None:
+    """The ``kept_first`` run started the server as it ended: the ``kept`` run must find it listening."""
+    from agentbench.llm.kept import list_servers
+
+    previous = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    deadline = time.monotonic() + wait
+    try:
+        while not any(server.pid for server in list_servers()):
+            if time.monotonic() > deadline:
+                logs = " ".join(p.read_text()[-500:] for p in runtime.glob("*/*.log"))
+                raise SystemExit(f"no kept server listened within {wait:.0f} s: {logs or 'no log'}")
+            time.sleep(0.05)
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = previous
+
+
+def stop_kept(runtime: Path) -> None:
+    """Stop the kept-workers server of the ``kept`` runs (it would otherwise idle for a minute)."""
+    from agentbench.llm.kept import stop_server
+
+    for socket_path in runtime.glob("*/*.sock"):
+        stop_server(socket_path)
 
 
 def process_cpu(pid: int) -> float:
@@ -291,11 +331,13 @@ def main() -> None:
     parser.add_argument(
         "--skip-in-process", action="store_true", help="no comparison stage with --llm-processes 0"
     )
+    parser.add_argument("--skip-kept", action="store_true", help="no warm runs with kept LiteLLM workers")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
     from agentbench._env import prepare_environment
 
     prepare_environment()
+    os.environ.pop(KEEP_ENV, None)  # the stage runs in this process start their own workers, as a run does
 
     root = Path(tempfile.mkdtemp(prefix="api-throughput-"))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; scratch {root}")
@@ -313,6 +355,11 @@ def main() -> None:
             if not args.skip_cli:
                 runs["cold"] = cli_run(args, stub, root, "cold")
                 runs["warm"] = cli_run(args, stub, root, "warm")
+                if not args.skip_kept:
+                    (root / "runtime").mkdir(mode=0o700)
+                    runs["kept_first"] = cli_run(args, stub, root, "kept_first", keep=True)
+                    wait_for_server(root / "runtime")
+                    runs["kept"] = cli_run(args, stub, root, "kept", keep=True)
             runs["stage"] = stage_run(args, stub, root, args.llm_processes)
             if not args.skip_in_process:
                 runs["inproc"] = stage_run(args, stub, root, 0, "inproc")
@@ -347,6 +394,8 @@ def main() -> None:
         if "warm" in runs:
             print(f"api_whole_run_vs_ideal={runs['warm']['wall'] / ideal:.3f}")
             print(f"api_cold_run_vs_ideal={runs['cold']['wall'] / ideal:.3f}")
+        if "kept" in runs:
+            print(f"api_whole_run_kept_workers_vs_ideal={runs['kept']['wall'] / ideal:.3f}")
         if "inproc" in runs:
             inproc = runs["inproc"]
             print(
@@ -357,6 +406,7 @@ def main() -> None:
         print(f"raw_client_vs_ideal={raw['wall'] / ideal:.3f}")
         print(f"api_run_vs_raw_client={stage['stage'] / raw['wall']:.3f}")
     finally:
+        stop_kept(root / "runtime")
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     sys.exit(0 if ratio <= TARGET else 1)

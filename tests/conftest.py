@@ -101,6 +101,15 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid``, None once it has ended."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
+
+
 def still_alive(pids: list[int], wait: float = 30.0) -> list[int]:
     """Those of ``pids`` still running after waiting up to ``wait`` s for them to end."""
     deadline = time.monotonic() + wait

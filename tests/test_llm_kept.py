@@ -24,20 +24,12 @@ from agentbench.llm import kept
 from agentbench.llm.kept import KEEP_ENV, list_servers, server_key, stop_server
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit
 
-from .conftest import ROOT, core_subset, run_cli, still_alive
+from .conftest import ROOT, core_subset, parent_of, run_cli, still_alive
 
 sys.path.insert(0, str(ROOT / "bench"))
 from stub_llm import running_stub  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not FORKS, reason="kept workers are forked: Linux only")
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
 
 
 def _prompt(i: int) -> list[dict[str, str]]:
@@ -107,7 +99,7 @@ def test_kept_workers_are_forked_by_one_server_reused_and_outlive_it(runtime: Pa
         assert _answers(first, stub.url, 6) == _expected(6)
         pids = [w.pid for w in first._workers]
         assert all(w.process is None and w.pid for w in first._workers) and len(set(pids)) == 2
-        assert all(_parent_of(pid) == server for pid in pids if pid)  # not this process's children
+        assert all(parent_of(pid) == server for pid in pids if pid)  # not this process's children
         first.close()
         assert still_alive([pid for pid in pids if pid]) == []  # a closed pool leaves no worker
 
@@ -140,7 +132,7 @@ def test_kept_workers_end_when_their_runs_process_is_killed(runtime: Path) -> No
     try:
         assert child.stdout is not None
         workers = [int(pid) for pid in child.stdout.readline().split()]
-        assert len(workers) == 2 and all(_parent_of(pid) == server for pid in workers)
+        assert len(workers) == 2 and all(parent_of(pid) == server for pid in workers)
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert still_alive(workers) == []
@@ -157,7 +149,7 @@ def test_an_idle_server_exits_and_leaves_nothing(runtime: Path, monkeypatch: pyt
         pool = LLMProcessPool(1)
         try:
             assert _answers(pool, stub.url, 2) == _expected(2)
-            assert _parent_of(pool._workers[0].pid or 0) == server
+            assert parent_of(pool._workers[0].pid or 0) == server
         finally:
             pool.close()
     assert still_alive([server]) == []

@@ -22,7 +22,7 @@ from agentbench.errors import ModelError
 from agentbench.llm import LLMClient
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit, process_pool
 
-from .conftest import ROOT, run_cli, still_alive
+from .conftest import ROOT, parent_of, run_cli, still_alive
 
 sys.path.insert(0, str(ROOT / "bench"))
 from stub_llm import running_stub  # noqa: E402
@@ -444,14 +444,6 @@ def test_negative_llm_processes_is_one_line_error(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
-
-
 @pytest.mark.skipif(not FORKS, reason="workers are forked from one import on Linux only")
 def test_a_pools_workers_share_one_litellm_import_and_end_with_it(no_local_calls: None) -> None:
     """One worker imports LiteLLM and forks the others: they answer like it, their parent is that
@@ -473,7 +465,7 @@ def test_a_pools_workers_share_one_litellm_import_and_end_with_it(no_local_calls
             f"```python\ndef f_{i}(x):\n    return None\n```" for i in range(6)
         ]
         assert first.process is not None and first.pid == first.process.pid
-        assert all(w.process is None and w.pid is not None and _parent_of(w.pid) == first.pid for w in forks)
+        assert all(w.process is None and w.pid is not None and parent_of(w.pid) == first.pid for w in forks)
         assert len({w.pid for w in pool._workers}) == 3
         os.kill(first.pid, signal.SIGKILL)
         assert still_alive([w.pid for w in forks if w.pid]) == []

@@ -123,7 +123,7 @@ class _Worker:
     ) -> None:
         self.process = process
         self._link = link
-        """The connection to a kept server (:mod:`.server`) that forked this worker: closing it ends the
+        """The connection to the kept server (:mod:`.kept`) that forked this worker: closing it ends the
         worker."""
         self.pid: int | None = process.pid if process is not None else None
         self._requests = requests
@@ -148,11 +148,16 @@ class _Worker:
         """``processes`` new workers: one child process, and where :data:`FORKS` allows, the rest forked
         from it once it has imported LiteLLM (each would otherwise import it at the same time, seconds of
         CPU apiece on cores the run is still setting up on); elsewhere a child each. Where workers are
-        kept (:mod:`.server`), all are forked by the kept server instead, with LiteLLM already imported."""
+        kept (:mod:`.kept`), all are forked by the kept server instead, with LiteLLM already imported."""
         if processes < 1:
             return []
         stderr = tempfile.TemporaryFile()
-        if FORKS and (kept := kept_workers(processes, stderr)) is not None:
+        try:
+            kept = kept_workers(processes, stderr) if FORKS else None
+        except BaseException:  # a bad AGENTBENCH_KEEP_WORKERS
+            stderr.close()
+            raise
+        if kept is not None:
             return [
                 cls(
                     os.fdopen(requests, "wb"),

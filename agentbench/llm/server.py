@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import selectors
 import signal
@@ -18,7 +17,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from .kept import FAILED, MAX_WORKERS, REPLY_TIMEOUT, receive_message, send_message
 
@@ -35,13 +34,12 @@ def _end_with(link: socket.socket) -> None:
 
 def _worker(
     litellm: Any, link: socket.socket, pipe: tuple[int, int], stderr: int, request: dict[str, Any]
-) -> None:
-    """A forked worker: the command's environment and directory, its errors to the command's file, then
-    :func:`.worker.serve` until its requests end. Never returns to the server's code."""
-    from .worker import serve
+) -> NoReturn:
+    """A forked worker: the command's environment and directory, its errors to the command's file, its
+    life tied to the command's connection, then :func:`.worker.serve_forked`."""
+    from .worker import serve_forked
 
-    code = 0
-    try:
+    def prepare() -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.dup2(stderr, 2)
@@ -53,20 +51,8 @@ def _worker(
             os.chdir(request["cwd"])
         link.settimeout(None)
         threading.Thread(target=_end_with, args=(link,), daemon=True).start()
-        out = os.fdopen(pipe[1], "wb")
-        out.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-        out.flush()
-        import asyncio
 
-        asyncio.run(serve(os.fdopen(pipe[0], "rb"), out, litellm))
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    serve_forked(pipe[0], pipe[1], litellm, prepare)
 
 
 class _Server:
@@ -136,19 +122,18 @@ class _Server:
             send_message(link, {"ok": True})
             link.close()
             return
-        count = int(request["workers"])
         try:
-            pipes = [(fds[2 * i], fds[2 * i + 1]) for i in range(count)]
+            count = int(request["workers"])
             if not 0 < count <= MAX_WORKERS or len(fds) != 2 * count + 1:
                 raise ValueError(f"{len(fds)} file descriptors for {count} workers")
-            for pipe in pipes:
+            for pipe in [(fds[2 * i], fds[2 * i + 1]) for i in range(count)]:
                 if os.fork() == 0:
                     self._close_server_files(keep=link)
                     for fd in fds:  # the other workers' pipes: each must see its own worker end
                         if fd not in (*pipe, fds[-1]):
                             os.close(fd)
                     _worker(self.litellm, link, pipe, fds[-1], request)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             # a worker not forked: the command starts its own (those forked end when it closes the link)
             with contextlib.suppress(OSError):
                 send_message(link, {"ok": False, "error": f"could not fork workers: {exc}"})

@@ -28,7 +28,7 @@ import sys
 import threading
 import traceback
 from collections.abc import AsyncIterator, Callable
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import httpx
 
@@ -270,28 +270,39 @@ def _fork_workers(litellm: Any, forks: list[tuple[int, int]], own_out: IO[bytes]
         except OSError as exc:  # out of processes or memory: the pool replaces this one when it sees it end
             print(f"agentbench: could not fork a LiteLLM worker: {exc}", file=sys.stderr)
             pid = -1
-        if pid == 0:  # the child: whatever happens, it never returns to the parent's code
-            code = 0
-            try:
+        if pid == 0:
+
+            def prepare(i: int = i) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 _die_with(parent)
                 own_out.close()  # the parent's worker must see its replies end when it ends, not when we do
                 for fd in (fd for pair in forks[i + 1 :] for fd in pair):
                     os.close(fd)
-                out = os.fdopen(replies, "wb")
-                out.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-                out.flush()
-                asyncio.run(serve(os.fdopen(requests, "rb"), out, litellm))
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                try:
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
+
+            serve_forked(requests, replies, litellm, prepare)
         os.close(requests)
         os.close(replies)
+
+
+def serve_forked(requests: int, replies: int, litellm: Any, prepare: Callable[[], None]) -> NoReturn:
+    """A forked worker's whole life: ``prepare()``, its pid as the first line on ``replies``, then
+    :func:`serve` until ``requests`` end. Whatever happens it never returns to the code it was forked
+    from, and exits with ``os._exit`` (no second run of the parent's exit handlers)."""
+    code = 0
+    try:
+        prepare()
+        out = os.fdopen(replies, "wb")
+        out.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+        out.flush()
+        asyncio.run(serve(os.fdopen(requests, "rb"), out, litellm))
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

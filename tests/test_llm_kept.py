@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from agentbench.llm import kept
-from agentbench.llm.kept import KEEP_ENV, list_servers, server_key, stop_server
+from agentbench.llm.kept import KEEP_ENV, identity, list_servers, server_key, stop_server
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit
 
 from .conftest import ROOT, core_subset, parent_of, run_cli, still_alive
@@ -123,15 +123,31 @@ def test_kept_workers_end_when_their_runs_process_is_killed(runtime: Path) -> No
         "while not all(w.pid for w in pool._workers):  # each worker's first line is its pid\n"
         "    time.sleep(0.01)\n"
         "print(*[w.pid for w in pool._workers], flush=True)\n"
+        "from agentbench.llm.kept import identity\n"
+        "print(json.dumps(identity()), flush=True)\n"
         "sys.stdin.read()\n"
     )
     server = _start_server()
     child = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-c", "import json\n" + code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        # os.environ, as a command started from this shell would have it: a native library loaded by an
+        # earlier test may have set variables in this process's C environment that os.environ never saw
+        env=dict(os.environ),
     )
     try:
         assert child.stdout is not None
         workers = [int(pid) for pid in child.stdout.readline().split()]
+        theirs, ours = json.loads(child.stdout.readline()), json.loads(json.dumps(identity()))
+        theirs["env"], ours["env"] = dict(theirs["env"]), dict(ours["env"])
+        differences = {k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)}
+        variables = {
+            k for k in theirs["env"].keys() | ours["env"].keys() if theirs["env"].get(k) != ours["env"].get(k)
+        }
+        assert not differences, (differences, variables)  # the same server serves this process and the child
         assert len(workers) == 2 and all(parent_of(pid) == server for pid in workers)
         child.send_signal(signal.SIGKILL)
         child.wait()

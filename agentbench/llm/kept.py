@@ -135,8 +135,13 @@ def _code_paths() -> list[Path]:
 def server_key(env: dict[str, str] | None = None) -> str:
     """The name of the server that serves this command: a hash of its Python, the code paths' stats and
     the environment outside :data:`VOLATILE`."""
+    return hashlib.sha256(json.dumps(identity(env)).encode()).hexdigest()[:24]
+
+
+def identity(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What :func:`server_key` hashes (shown when two commands unexpectedly get different servers)."""
     env = _environment() if env is None else env
-    identity = {
+    return {
         "python": sys.executable,
         "version": sys.version,
         "code": _fingerprint(_code_paths()),
@@ -144,7 +149,6 @@ def server_key(env: dict[str, str] | None = None) -> str:
             (k, v) for k, v in env.items() if k not in VOLATILE and not k.startswith("AGENTBENCH_")
         ),
     }
-    return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:24]
 
 
 @dataclass

@@ -43,6 +43,7 @@ __all__ = [
     "KEEP_ENV",
     "KeptWorkers",
     "ServerInfo",
+    "child_environment",
     "keep_seconds",
     "kept_workers",
     "list_servers",
@@ -106,6 +107,13 @@ def runtime_dir(create: bool = True) -> Path:
 def _environment() -> dict[str, str]:
     """The environment a worker of this command imports LiteLLM in (the offline defaults applied)."""
     return {**_DEFAULTS, **os.environ}
+
+
+def child_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child process that must import this agentbench (a worker, a server), whatever the
+    directory it starts in."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)}
 
 
 def _fingerprint(paths: list[Path]) -> list[Any]:
@@ -223,15 +231,13 @@ def _spawn(path: Path, idle: float, env: dict[str, str]) -> None:
     Ctrl-C in the terminal is for the command), holding none of the command's files (a CI step waiting
     for its output to close is not held). If another command's server holds the key's lock, it does
     nothing."""
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)}
     with open(path.with_suffix(".log"), "ab") as log:
         subprocess.run(
             [sys.executable, "-m", "agentbench.llm.server", str(path), repr(idle)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=env,
+            env=child_environment(env),
             cwd="/",
             start_new_session=True,
             timeout=REPLY_TIMEOUT,

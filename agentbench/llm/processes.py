@@ -26,10 +26,9 @@ import tempfile
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
-from .kept import kept_workers, start_planned_servers
+from .kept import child_environment, kept_workers, start_planned_servers
 
 __all__ = [
     "Answer",
@@ -172,9 +171,7 @@ class _Worker:
             return [w for _ in range(processes) for w in cls.start(1)]
         pairs = [(os.pipe(), os.pipe()) for _ in range(processes - 1)]  # (requests, replies) of each fork
         theirs = [fd for requests, replies in pairs for fd in (requests[0], replies[1])]
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this agentbench
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = child_environment(dict(os.environ))
         forks = [f"--fork={requests[0]},{replies[1]}" for requests, replies in pairs]
         try:
             process = subprocess.Popen(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["prepare_environment"]
+__all__ = ["prepare_environment", "with_defaults"]
 
 _DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
@@ -30,3 +30,8 @@ def prepare_environment() -> None:
     """Set offline/quiet defaults for variables the user has not set (idempotent)."""
     for key, value in _DEFAULTS.items():
         os.environ.setdefault(key, value)
+
+
+def with_defaults(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as :func:`prepare_environment` would leave it, without changing this process's."""
+    return {**_DEFAULTS, **env}

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .._env import _DEFAULTS
+from .._env import with_defaults
 from ..errors import ConfigError
 
 __all__ = [
@@ -106,7 +106,7 @@ def runtime_dir(create: bool = True) -> Path:
 
 def _environment() -> dict[str, str]:
     """The environment a worker of this command imports LiteLLM in (the offline defaults applied)."""
-    return {**_DEFAULTS, **os.environ}
+    return with_defaults(dict(os.environ))
 
 
 def child_environment(env: dict[str, str]) -> dict[str, str]:

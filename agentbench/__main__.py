@@ -45,12 +45,12 @@ def start_llm_workers(argv: list[str]) -> None:
     from .llm._litellm import in_process_provider
     from .llm.processes import process_pool, worker_count
 
-    count = worker_count(known.concurrency or 1, known.llm_processes)
-    if count > 0 and not in_process_provider(known.llm[0]):  # as the run's client will decide
-        try:
+    try:
+        count = worker_count(known.concurrency or 1, known.llm_processes)
+        if count > 0 and not in_process_provider(known.llm[0]):  # as the run's client will decide
             process_pool(count)  # the client finds it started
-        except AgentbenchError:  # a setting the command reports itself (AGENTBENCH_KEEP_WORKERS)
-            return
+    except AgentbenchError:  # a setting the command reports itself (AGENTBENCH_KEEP_WORKERS)
+        return
 
 
 def main() -> None:

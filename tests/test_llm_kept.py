@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.llm import kept
+from agentbench.llm import kept, processes
 from agentbench.llm.kept import KEEP_ENV, identity, list_servers, server_key, stop_server
 from agentbench.llm.processes import FORKS, LLMProcessPool, WireLimit
 
@@ -234,15 +234,19 @@ def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_sto
     pool = core_subset(4, tmp_path / "pool")
     records = {}
     with running_stub(latency=0.02, every=5, retry_after=0.2) as stub:
-        for name, keep in (("own", "0"), ("kept1", "120"), ("kept2", "120")):
+        for name, keep in (("own", "0"), ("kept1", "120"), ("kept2", "120"), ("kept_default", "120")):
             run_dir = tmp_path / name
             args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool)]
             args += ["--embedder", "bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores")]
-            args += ["--concurrency", "8", "--llm-processes", "2", "--run-dir", str(run_dir)]
+            args += ["--run-dir", str(run_dir)]
+            if name != "kept_default":  # at the default concurrency, calls stay in the run's process...
+                args += ["--concurrency", "8", "--llm-processes", "2"]
             env = {"AGENTBENCH_CACHE_DIR": str(tmp_path / f"cache-{name}"), KEEP_ENV: keep}
             res = run_cli(*args, env=env)
             assert res.returncode == 0, res.stderr[-2000:]
             assert ("will be kept for the next runs" in res.stderr) == (name == "kept1"), res.stderr
+            if name == "kept_default":  # ...unless a kept worker is there, with LiteLLM imported
+                assert "calls made in 1 worker process (" in res.stderr, res.stderr
             if name == "kept1":  # it started a server as it ended: the next run uses it once it listens
                 _wait_for(lambda: any(s.pid for s in list_servers()))
             lines = (run_dir / "records.jsonl").read_text().splitlines()
@@ -250,9 +254,11 @@ def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_sto
                 (r["query_id"], r["condition"], r["code"], r["status"], r["passed"])
                 for r in map(json.loads, lines)
             )
-    assert records["own"] == records["kept1"] == records["kept2"] and len(records["own"]) == 4 * 4
+    assert len(records["own"]) == 4 * 4
+    assert records["own"] == records["kept1"] == records["kept2"] == records["kept_default"]
     (log,) = runtime.glob("*/*.log")
-    assert log.read_text().count("agentbench: forked 2 workers for a run") == 1  # kept2's
+    assert log.read_text().count("agentbench: forked 2 worker(s) for a run") == 1  # kept2's
+    assert log.read_text().count("agentbench: forked 1 worker(s) for a run") == 1  # kept_default's
     listed = run_cli("workers")
     server = _server_pid()
     assert listed.returncode == 0 and f"pid {server}: 0 run(s) connected" in listed.stdout
@@ -262,12 +268,27 @@ def test_runs_with_kept_workers_equal_runs_without_and_the_command_lists_and_sto
     assert "no kept LiteLLM workers" in run_cli("workers").stdout
 
 
-def test_a_bad_keep_setting_is_a_one_line_error(tmp_path: Path) -> None:
+def test_kept_workers_serve_runs_below_the_concurrency_that_starts_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below 32 requests in flight a run's own workers would cost their LiteLLM import; a kept one does
+    not, so with workers kept there is always one."""
+    monkeypatch.setattr(processes, "usable_cores", lambda: 2)
+    assert [processes.default_processes(c) for c in (1, 4, 64, 256)] == [0, 0, 2, 2]
+    monkeypatch.setenv(KEEP_ENV, "600")
+    assert [processes.default_processes(c) for c in (1, 4, 64, 256)] == [1, 1, 2, 2]
+    assert processes.worker_count(4, 0) == 0  # --llm-processes 0 still keeps every call in the run
+    monkeypatch.setenv(KEEP_ENV, "0")
+    assert processes.default_processes(4) == 0
+
+
+@pytest.mark.parametrize("concurrency", [["--concurrency", "64"], []])
+def test_a_bad_keep_setting_is_a_one_line_error(tmp_path: Path, concurrency: list[str]) -> None:
     pool = core_subset(2, tmp_path / "pool")
     with running_stub(latency=0.01) as stub:
         args = ["run", "--llm", "openai/stub", "--api-base", stub.url, "--pool", str(pool), "--embedder"]
-        args += ["bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores"), "--concurrency"]
-        args += ["64", "--run-dir", str(tmp_path / "run")]
+        args += ["bm25", "--sandbox", "process", "--store-dir", str(tmp_path / "stores"), *concurrency]
+        args += ["--run-dir", str(tmp_path / "run")]
         res = run_cli(*args, env={KEEP_ENV: "ten minutes", "AGENTBENCH_CACHE_DIR": str(tmp_path / "c")})
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     lines = res.stderr.strip().splitlines()

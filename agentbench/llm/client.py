@@ -345,7 +345,10 @@ class LLMClient:
             return
         self._pool = process_pool(self.processes)
         logger.info(
-            "llm: %s, calls made in %d worker processes (--llm-processes)", self.model, self.processes
+            "llm: %s, calls made in %d worker process%s (--llm-processes)",
+            self.model,
+            self.processes,
+            "" if self.processes == 1 else "es",
         )
 
     def key(

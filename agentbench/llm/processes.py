@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .kept import child_environment, kept_workers, start_planned_servers
+from .kept import child_environment, keep_seconds, kept_workers, start_planned_servers
 
 __all__ = [
     "Answer",
@@ -89,17 +89,20 @@ MAX_DEFAULT_WORKERS = 4
 second, so more are only started when ``--llm-processes`` asks."""
 
 
-def default_processes(concurrency: int) -> int:
-    """Workers for an API model when ``--llm-processes`` is not given: one per 32 requests in flight, at
-    most one per core and four in all, none on one core. Below 32 in flight one process keeps up with the
-    API, and the workers' own start (importing LiteLLM) would cost more than they save."""
-    cores = usable_cores()
-    return 0 if cores < 2 else min(cores, MAX_DEFAULT_WORKERS, concurrency // REQUESTS_PER_WORKER)
-
-
 FORKS = sys.platform == "linux"
 """Whether a pool's workers are forked from one that imported LiteLLM (``--fork`` of :mod:`.worker`),
 rather than each importing it: fork after import is only safe where the platform's libraries expect it."""
+
+
+def default_processes(concurrency: int) -> int:
+    """Workers for an API model when ``--llm-processes`` is not given: one per 32 requests in flight, at
+    most one per core and four in all, none on one core. Below 32 in flight one process keeps up with the
+    API, and the workers' own start (importing LiteLLM) would cost more than they save; except where
+    workers are kept between runs (:mod:`.kept`): a kept worker starts with LiteLLM imported, so there is
+    always at least one, and the run's own process never imports LiteLLM."""
+    cores = usable_cores()
+    spread = 0 if cores < 2 else min(cores, MAX_DEFAULT_WORKERS, concurrency // REQUESTS_PER_WORKER)
+    return max(spread, 1) if FORKS and keep_seconds() > 0 else spread
 
 
 def worker_count(concurrency: int, processes: int | None) -> int:

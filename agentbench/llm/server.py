@@ -142,7 +142,7 @@ class _Server:
             send_message(link, {"ok": True})
             self.selector.register(link, selectors.EVENT_READ)
             self.pools.add(link)
-            print(f"agentbench: forked {count} workers for a run", file=sys.stderr, flush=True)
+            print(f"agentbench: forked {count} worker(s) for a run", file=sys.stderr, flush=True)
         finally:
             for fd in fds:
                 os.close(fd)

@@ -101,7 +101,8 @@ LlmProcessesOpt = Annotated[
     int | None,
     typer.Option(
         help="Worker processes making the API calls; 0: every call in this process. Default: one per 32 "
-        "of --concurrency, at most one per core and 4 in all (none below 32). They pay off for a fast "
+        "of --concurrency, at most one per core and 4 in all (none below 32, except at least one with "
+        "AGENTBENCH_KEEP_WORKERS set). They pay off for a fast "
         "API at high concurrency (at 0.5 s latency and --concurrency 64, 2 took the calls from 1.62 to "
         "1.20 of the ideal time).",
         show_default="one per 32 of --concurrency",

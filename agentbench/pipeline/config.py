@@ -68,9 +68,9 @@ class RunConfig(RetrievalSettings):
     concurrency: int = 4
     llm_processes: int | None = None
     """Worker processes making API calls (:mod:`agentbench.llm.processes`); 0: every call in this process;
-    None (the default): one per 32 of ``concurrency``, at most one per core and 4 in all
-    (:func:`~agentbench.llm.processes.default_processes`). Local and in-process providers always run in
-    this process."""
+    None (the default): one per 32 of ``concurrency``, at most one per core and 4 in all, and at least one
+    with kept workers (:func:`~agentbench.llm.processes.default_processes`). Local and in-process
+    providers always run in this process."""
     prompt: str | None = None
     api_base: str | None = None
     temperature: float = 0.0

@@ -153,6 +153,8 @@ class _Worker:
         kept (:mod:`.kept`), all are forked by the kept server instead, with LiteLLM already imported."""
         if processes < 1:
             return []
+        if processes > 1 and not FORKS:
+            return [w for _ in range(processes) for w in cls.start(1)]
         stderr = tempfile.TemporaryFile()
         try:
             kept = kept_workers(processes, stderr) if FORKS else None
@@ -169,9 +171,6 @@ class _Worker:
                 )
                 for i, (requests, replies) in enumerate(kept.pipes)
             ]
-        if processes > 1 and not FORKS:
-            stderr.close()
-            return [w for _ in range(processes) for w in cls.start(1)]
         pairs = [(os.pipe(), os.pipe()) for _ in range(processes - 1)]  # (requests, replies) of each fork
         theirs = [fd for requests, replies in pairs for fd in (requests[0], replies[1])]
         env = child_environment(dict(os.environ))
